@@ -1,0 +1,147 @@
+/*
+ * nicfw/abi.h -- the contract between the driver (vipl) and the emulated NIC (nicfw),
+ * and between this NIC and the status readers (softvia-nicinfo).
+ *
+ * Plain C, fixed-width fields, valid in C and C++. Everything here that crosses a
+ * process boundary (the wire frame, the status page) carries a magic and a version.
+ * docs/abi.md explains each structure and docs/memory-ordering.md each barrier.
+ */
+#ifndef NICFW_ABI_H
+#define NICFW_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NICFW_ABI_VERSION 1u
+
+/* ---- limits the NIC advertises (VIP_NIC_ATTRIBUTES tells the same) --------------- */
+#define NICFW_MAX_VI 4096u                /* per NIC instance */
+#define NICFW_MAX_DESC_PER_QUEUE 4096u    /* power of two */
+#define NICFW_MAX_SEGMENTS 64u            /* data segments per descriptor */
+#define NICFW_MAX_CQ 1024u
+#define NICFW_MAX_CQ_ENTRIES 65536u
+#define NICFW_MAX_REGIONS 65535u          /* index 0 is never used: handle 0 is invalid */
+#define NICFW_MAX_REGION_BYTES (1ull << 40)
+#define NICFW_MAX_TRANSFER (16u << 20)    /* bytes in one message, segmented into frames */
+#define NICFW_MAX_PTAGS 1024u
+#define NICFW_MAX_DISCRIMINATOR 64u
+#define NICFW_MAX_ADDR 32u                /* bytes of a NIC address, any transport */
+#define NICFW_DOORBELL_ENTRIES 8192u      /* per-NIC doorbell queue, power of two */
+
+/* ---- memory handles: region index (low 16 bits) + generation (high 16, never 0) --- */
+#define NICFW_MEMH_INDEX(h) ((h) & 0xFFFFu)
+#define NICFW_MEMH_GEN(h) ((h) >> 16)
+#define NICFW_MEMH_MAKE(idx, gen) (((uint32_t)(gen) << 16) | (uint32_t)(idx))
+
+/* ---- VI identifiers on the wire: slot index (low 16) + generation (high 16) ---------- */
+#define NICFW_VI_INDEX(v) ((v) & 0xFFFFu)
+#define NICFW_VI_GEN(v) ((v) >> 16)
+#define NICFW_VI_MAKE(idx, gen) (((uint32_t)(gen) << 16) | (uint32_t)(idx))
+
+/* ---- doorbell: what the driver writes to tell the NIC about a posted descriptor ---
+ * One per-NIC queue of rung doorbells, so the firmware never scans VIs to find work
+ * (the paper's 15 us doorbell plateau came from that scan). */
+enum nicfw_queue_kind { NICFW_SENDQ = 0, NICFW_RECVQ = 1 };
+
+typedef struct {
+    uint64_t desc;     /* descriptor virtual address (untrusted) */
+    uint32_t memh;     /* memory handle of the region holding the descriptor (untrusted) */
+    uint16_t vi_index; /* which VI */
+    uint16_t queue;    /* enum nicfw_queue_kind */
+} nicfw_doorbell;
+
+/* ---- completion queue entry: names the VI and the queue, as VIA says ------------- */
+typedef struct {
+    uint64_t vi_context; /* the driver's value for the VI (its handle) */
+    uint32_t vi_index;
+    uint32_t recv;       /* 1: receive queue, 0: send queue */
+} nicfw_cqe;
+
+/* ---- wire frame header (transport independent, little-endian) --------------------
+ * Every frame from any transport starts with this. The firmware's receive path checks
+ * it in a fixed order (length, type, version, field ranges) before acting on it. */
+enum nicfw_frame_type {
+    NICFW_F_DATA = 1,         /* a fragment of a send/receive message */
+    NICFW_F_ACK = 2,          /* reliable reception: messages placed at the receiver */
+    NICFW_F_CONN_REQ = 3,     /* client/server connect request */
+    NICFW_F_CONN_ACCEPT = 4,
+    NICFW_F_CONN_REJECT = 5,
+    NICFW_F_CONN_NOMATCH = 6, /* nobody waits on that discriminator */
+    NICFW_F_PEER_REQ = 7,     /* peer-to-peer connect request (resent until answered) */
+    NICFW_F_PEER_ACK = 8,
+    NICFW_F_DISCONNECT = 9,   /* the sender's VI left the connection */
+    NICFW_F_TYPE_MAX = 9
+};
+
+#define NICFW_FF_IMMEDIATE 0x01 /* DATA: imm carries immediate data */
+#define NICFW_FF_LAST 0x02      /* DATA: last fragment of the message */
+
+typedef struct {
+    uint8_t type;     /* enum nicfw_frame_type */
+    uint8_t version;  /* NICFW_ABI_VERSION */
+    uint8_t flags;    /* NICFW_FF_* */
+    uint8_t reserved;
+    uint32_t dst_vi;  /* NICFW_VI_MAKE at the receiver (0xFFFFFFFF: none yet) */
+    uint32_t src_vi;  /* NICFW_VI_MAKE at the sender */
+    uint32_t msg_len; /* DATA: whole message; control: payload length */
+    uint32_t offset;  /* DATA: offset of this fragment in the message */
+    uint32_t frag_len;/* DATA: bytes of payload in this frame */
+    uint32_t imm;     /* DATA: immediate data; ACK: number of messages acknowledged */
+    uint32_t seq;     /* DATA: per-VI message sequence number; control: request id */
+} nicfw_frame_hdr;
+
+/* Connection control payload (after the header) for CONN_* and PEER_* frames. */
+typedef struct {
+    uint16_t reliability; /* VIP_SERVICE_* */
+    uint8_t rdma_write;
+    uint8_t rdma_read;
+    uint32_t max_transfer;
+    uint16_t src_disc_len; /* PEER_REQ: sender's local discriminator; CONN_REQ: target */
+    uint16_t dst_disc_len; /* PEER_REQ: the discriminator the sender wants to reach */
+    uint8_t disc[2 * NICFW_MAX_DISCRIMINATOR]; /* src bytes, then dst bytes */
+} nicfw_conn_payload;
+
+/* ---- status page: one memfd per NIC, readable by other processes -------------------
+ * Written only by the firmware (relaxed stores); readers tolerate torn counters. */
+#define NICFW_STATUS_MAGIC 0x53564e4943535431ull /* "SVNICST1" */
+
+typedef struct {
+    uint64_t tx_frames, tx_bytes, rx_frames, rx_bytes;
+    uint64_t sends_done, recvs_done;
+    uint64_t drops;  /* frames no receive descriptor took */
+    uint64_t errors; /* descriptors completed with an error status */
+} nicfw_counters;
+
+typedef struct {
+    uint32_t state;       /* VIP_VI_STATE; 0xFFFFFFFF: slot unused */
+    uint16_t reliability; /* VIP_SERVICE_* */
+    uint16_t peer;        /* transport peer index */
+    uint32_t remote_vi;
+    uint32_t reserved;
+    nicfw_counters c;
+} nicfw_vi_status; /* 80 bytes */
+
+typedef struct {
+    uint64_t magic;
+    uint32_t abi_version;
+    uint32_t pid;
+    char device[64];     /* device name as opened */
+    char transport[16];  /* "shm", ... */
+    char progress[16];   /* "inline" | "thread" */
+    uint32_t addr_len;
+    uint8_t addr[NICFW_MAX_ADDR];
+    uint32_t mtu;
+    uint32_t max_vi;
+    uint32_t vi_hwm;     /* one past the highest VI slot ever used */
+    uint32_t peers;      /* transport peers known */
+    nicfw_counters nic;
+    /* followed by max_vi nicfw_vi_status entries */
+} nicfw_status_page;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NICFW_ABI_H */

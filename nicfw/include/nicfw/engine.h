@@ -1,0 +1,318 @@
+// nicfw/engine.h -- the emulated NIC: one engine per NIC instance.
+//
+// Split like a hardware NIC (and like soft-RoCE): the doorbell service (engine.cc)
+// moves rung doorbells onto device queues; the requester (requester.cc) gathers,
+// frames and transmits send descriptors; the responder (responder.cc) matches incoming
+// frames to receive descriptors and scatters them; the connection manager
+// (connection.cc) runs the connect/accept/peer/disconnect protocol; completions write
+// descriptor status and CQ entries (completer.cc).
+//
+// Threading: every device field is touched only under the engine lock, held either by
+// the firmware thread (progress=thread) or by whichever application call steps the
+// engine (progress=inline). The driver reaches the device only through the doorbell
+// queue, the CQ rings, Vi::state/conn_result, and the control calls below (which take
+// the lock).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nicfw/abi.h"
+#include "nicfw/memtable.h"
+#include "nicfw/transport.h"
+#include "vipl.h"
+
+namespace softvia::nicfw {
+
+enum class Progress { kInline, kThread };
+
+// A spin lock: uncontended acquire is one atomic exchange.
+class SpinLock {
+public:
+    void lock() {
+        while (flag_.exchange(true, std::memory_order_acquire))
+            while (flag_.load(std::memory_order_relaxed)) __builtin_ia32_pause();
+    }
+    bool try_lock() {
+        return !flag_.load(std::memory_order_relaxed) &&
+               !flag_.exchange(true, std::memory_order_acquire);
+    }
+    void unlock() { flag_.store(false, std::memory_order_release); }
+
+private:
+    std::atomic<bool> flag_{false};
+};
+
+// Control calls take the engine lock through this guard; it tells the firmware thread
+// someone is waiting so the thread lets go between steps.
+class CtlGuard {
+public:
+    CtlGuard(SpinLock& l, std::atomic<uint32_t>& waiters) : l_(l) {
+        waiters.fetch_add(1, std::memory_order_relaxed);
+        l_.lock();
+        waiters.fetch_sub(1, std::memory_order_relaxed);
+    }
+    ~CtlGuard() { l_.unlock(); }
+    CtlGuard(const CtlGuard&) = delete;
+    CtlGuard& operator=(const CtlGuard&) = delete;
+
+private:
+    SpinLock& l_;
+};
+
+struct WorkItem {
+    VIP_DESCRIPTOR* desc;
+    uint32_t memh;
+};
+
+// Fixed-capacity FIFO of descriptors, private to the device.
+class WorkQueue {
+public:
+    explicit WorkQueue(uint32_t cap_pow2) : ring_(cap_pow2), mask_(cap_pow2 - 1) {}
+    bool empty() const { return head_ == tail_; }
+    uint32_t size() const { return tail_ - head_; }
+    bool push(WorkItem w) {
+        if (tail_ - head_ > mask_) return false;
+        ring_[tail_++ & mask_] = w;
+        return true;
+    }
+    WorkItem& front() { return ring_[head_ & mask_]; }
+    void pop() { head_++; }
+
+private:
+    std::vector<WorkItem> ring_;
+    uint32_t mask_, head_ = 0, tail_ = 0;
+};
+
+// Completion queue: the device produces, the driver consumes.
+struct Cq {
+    void* user = nullptr;
+    std::vector<nicfw_cqe> entries;
+    std::atomic<uint64_t> prod{0};  // written by the firmware
+    std::atomic<uint64_t> cons{0};  // written by the driver (under its own CQ lock)
+    uint32_t bound = 0;             // VI queues bound to this CQ
+    uint64_t overflows = 0;
+};
+
+struct Seg {
+    uint8_t* ptr;
+    uint32_t len;
+};
+
+// Remote side of a connection request, as the server sees it (VipConnectWait).
+struct ConnRequest {
+    int peer = -1;
+    uint32_t client_vi = 0;
+    uint32_t req_id = 0;
+    uint16_t reliability = 0;
+    uint32_t max_transfer = 0;
+    bool rdma_write = false, rdma_read = false;
+    std::vector<uint8_t> disc;
+    std::vector<uint8_t> addr;  // the client NIC's address
+};
+
+struct Listener {
+    std::vector<uint8_t> disc;
+    std::atomic<bool> matched{false};
+    ConnRequest req;  // valid once matched
+};
+
+enum class ConnOp : uint8_t { kNone, kClient, kPeer };
+
+struct ViAttrs {
+    uint16_t reliability = VIP_SERVICE_UNRELIABLE;
+    uint32_t ptag = 0;
+    bool rdma_write = false, rdma_read = false;
+    uint32_t max_transfer = 0;
+};
+
+struct Vi {
+    Vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE), unacked(NICFW_MAX_DESC_PER_QUEUE) {}
+    uint32_t id = 0;  // NICFW_VI_MAKE(index, generation)
+    void* user = nullptr;
+    ViAttrs attrs;
+    Cq* scq = nullptr;
+    Cq* rcq = nullptr;
+
+    // Connection. state is written by the firmware and read by the driver.
+    std::atomic<uint32_t> state{VIP_STATE_IDLE};
+    int peer = -1;
+    uint32_t remote_vi = 0;
+    ViAttrs remote;  // the peer VI's attributes, learnt at connect
+    ConnOp op = ConnOp::kNone;
+    uint32_t req_id = 0;
+    std::atomic<int> conn_result{-1};  // VIP_RETURN of the last connect; -1 while pending
+    std::vector<uint8_t> local_disc, remote_disc;
+    uint64_t deadline_ns = 0, resend_ns = 0;
+
+    // Device queues, fed by doorbells.
+    WorkQueue sq, rq;
+    WorkQueue unacked;  // reliable reception: sent, waiting for the receiver's ack
+    bool tx_listed = false;
+
+    // Send descriptor being transmitted (it may take several frames and steps).
+    bool tx_busy = false;
+    uint32_t tx_len = 0, tx_off = 0, tx_nsegs = 0, tx_seg = 0, tx_seg_off = 0;
+    Seg tx_segs[NICFW_MAX_SEGMENTS];
+    uint32_t tx_seq = 0;
+
+    // Receive descriptor being filled.
+    bool rx_busy = false, rx_discard = false, rx_has_desc = false;
+    uint32_t rx_len = 0, rx_cap = 0, rx_nsegs = 0, rx_status = 0;
+    Seg rx_segs[NICFW_MAX_SEGMENTS];
+    uint32_t rx_seq = 0;
+
+    nicfw_vi_status* st = nullptr;  // this VI's line in the status page
+};
+
+struct EngineConfig {
+    Progress progress = Progress::kInline;
+    std::string device = "shm";
+    void* nic_user = nullptr;  // VIP_NIC_HANDLE, for error descriptors
+};
+
+class Engine {
+public:
+    // Creates the NIC: transport, status page, and (progress=thread) the firmware thread.
+    static int create(const EngineConfig& cfg, std::unique_ptr<Engine>* out);
+    ~Engine();
+
+    Progress progress_mode() const { return cfg_.progress; }
+    Transport& transport() { return *tr_; }
+    uint32_t mtu() const { return mtu_; }
+    const nicfw_status_page* status() const { return status_; }
+
+    // ---- control path (takes the engine lock) ----
+    int create_ptag(uint32_t* ptag);
+    int destroy_ptag(uint32_t ptag);
+    int register_mem(uint64_t va, uint64_t len, uint32_t ptag, bool rdma_w, bool rdma_r,
+                     uint32_t* memh);
+    int deregister_mem(uint64_t va, uint32_t memh);
+    int query_mem(uint64_t va, uint32_t memh, uint32_t* ptag, bool* rdma_w, bool* rdma_r);
+    int set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w, bool rdma_r);
+    bool ptag_valid(uint32_t ptag);
+    // The driver's pre-post check that a descriptor lies in registered memory (no lock).
+    bool desc_in_registered_memory(uint32_t memh, const void* desc, uint64_t len) const {
+        return mem_.probe(memh, reinterpret_cast<uint64_t>(desc), len);
+    }
+
+    Cq* create_cq(uint32_t entries, void* user);
+    int destroy_cq(Cq* cq);  // -EBUSY while VI queues are bound
+    int resize_cq(Cq* cq, uint32_t entries);
+
+    int create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out);
+    int destroy_vi(Vi* vi);  // -EBUSY unless idle with empty device queues
+    int set_vi_attrs(Vi* vi, const ViAttrs& a);
+    uint32_t vi_count();
+
+    // Connections. Results arrive in vi->conn_result (VIP_RETURN) and vi->state.
+    int connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* disc, size_t dlen);
+    void connect_cancel(Vi* vi);  // client gave up waiting
+    Listener* listen(const uint8_t* disc, size_t dlen);
+    // Removes a listener; true (and *req filled) if a request had matched it.
+    bool unlisten(Listener* l, ConnRequest* req);
+    int accept(const ConnRequest& req, Vi* vi);
+    int reject(const ConnRequest& req);
+    int peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* local_disc,
+                     size_t llen, const uint8_t* remote_disc, size_t rlen, uint64_t timeout_ms);
+    int disconnect(Vi* vi);
+
+    // ---- data path ----
+    // Rings a doorbell. Never fails: while the queue is full it makes room (inline) or
+    // waits for the firmware thread.
+    void ring(const nicfw_doorbell& db);
+    // Inline progress: steps the engine once if no one else is. True if it did work.
+    bool progress();
+
+    void set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*));
+    Vi* vi_by_index(uint32_t idx);
+
+private:
+    Engine() = default;
+    bool step_locked();
+    void deliver_errors();
+    void firmware_thread();
+    void slow_path(uint64_t now);
+
+    // doorbells / requester
+    bool service_doorbells();
+    bool transmit();
+    void transmit_vi(Vi& vi, bool* blocked);
+    bool start_send(Vi& vi, const WorkItem& w);
+    uint32_t validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t count, Seg* out, uint32_t* total);
+    uint32_t check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount);
+    uint8_t* frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr);
+    void frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload);
+    bool send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_vi, uint32_t req_id,
+                      const nicfw_conn_payload* pl);
+
+    // responder
+    void handle_frame(const RxFrame& f);
+    void on_data(const RxFrame& f, const nicfw_frame_hdr& h);
+    void on_ack(const RxFrame& f, const nicfw_frame_hdr& h);
+    void on_control(const RxFrame& f, const nicfw_frame_hdr& h);
+    bool begin_receive(Vi& vi, const nicfw_frame_hdr& h);
+    void finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last);
+
+    // completer
+    void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len);
+    void cq_push(Cq* cq, Vi& vi, bool recv);
+    void flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE why);
+    void raise(Vi* vi, Cq* cq, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE res, VIP_ERROR_CODE code);
+    void count_tx(Vi& vi, uint32_t bytes);
+
+    EngineConfig cfg_;
+    std::unique_ptr<Transport> tr_;
+    uint32_t mtu_ = 0;  // payload bytes per DATA frame
+    MemTable mem_;
+
+    SpinLock lock_;
+    std::atomic<uint32_t> ctl_waiters_{0};  // control calls waiting for the lock
+
+    // Doorbell queue: many driver threads produce (under db_lock_), the firmware consumes.
+    SpinLock db_lock_;
+    std::unique_ptr<nicfw_doorbell[]> db_ring_;
+    std::atomic<uint64_t> db_tail_{0};  // written by producers under db_lock_
+    std::atomic<uint64_t> db_head_{0};  // written by the firmware
+
+    std::vector<std::unique_ptr<Vi>> vis_;  // slot = VI index; null when free
+    std::vector<uint16_t> vi_gen_;
+    std::vector<uint32_t> vi_free_;
+    uint32_t vi_live_ = 0;
+    std::vector<Vi*> tx_active_;   // VIs with send work: no scan of idle VIs
+    std::vector<std::unique_ptr<Cq>> cqs_;
+    std::vector<uint32_t> ptags_;  // live protection tags
+    uint32_t next_ptag_ = 1;
+    std::vector<std::unique_ptr<Listener>> listeners_;
+    std::vector<Vi*> connecting_;  // VIs with a connect in progress (timers)
+
+    // Status page (memfd) for softvia-nicinfo.
+    int status_fd_ = -1;
+    nicfw_status_page* status_ = nullptr;
+    size_t status_len_ = 0;
+    nicfw_vi_status* vi_status_ = nullptr;
+
+    uint32_t next_req_id_ = 0;  // connection request ids
+    uint32_t step_count_ = 0;
+    uint64_t last_slow_ns_ = 0;
+    std::vector<TransportEvent> events_;
+
+    // Asynchronous errors, queued under the lock and delivered outside it.
+    SpinLock err_lock_;
+    std::vector<VIP_ERROR_DESCRIPTOR> errors_;
+    std::atomic<bool> errors_pending_{false};
+    void* err_ctx_ = nullptr;
+    void (*err_fn_)(void*, VIP_ERROR_DESCRIPTOR*) = nullptr;
+
+    std::thread fw_;
+    std::atomic<bool> stop_{false};
+};
+
+uint64_t now_ns();
+
+}  // namespace softvia::nicfw

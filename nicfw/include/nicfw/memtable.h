@@ -1,0 +1,119 @@
+// nicfw/memtable.h -- the NIC's registered memory table (the device side of
+// VipRegisterMem). Every address the firmware touches on behalf of a VI is checked here
+// first: handle valid, range inside the region, protection tag equal to the VI's.
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "nicfw/abi.h"
+#include "vipl.h"
+
+namespace softvia::nicfw {
+
+// Fields are written by the firmware under the engine lock. base, len and key are
+// atomics because the driver probes them without that lock (see probe()).
+struct Region {
+    std::atomic<uint64_t> base{0};
+    std::atomic<uint64_t> len{0};
+    std::atomic<uint32_t> key{0};  // handle of the live registration, 0 when free
+    uint32_t ptag = 0;
+    uint16_t gen = 0;
+    bool rdma_write = false;
+    bool rdma_read = false;
+};
+
+class MemTable {
+public:
+    // Slot 0 stays unused so handle 0 is never valid. Fixed size: never reallocated,
+    // so a probe without the lock never reads freed memory.
+    MemTable() : regions_(new Region[NICFW_MAX_REGIONS + 1]) {}
+
+    // Returns 0 and the handle, or -ENOSPC when the table is full.
+    int add(uint64_t base, uint64_t len, uint32_t ptag, bool rdma_w, bool rdma_r, uint32_t* memh) {
+        uint32_t idx;
+        if (!free_.empty()) {
+            idx = free_.back();
+            free_.pop_back();
+        } else if (next_ <= NICFW_MAX_REGIONS) {
+            idx = next_++;
+        } else {
+            return -ENOSPC;
+        }
+        Region& r = regions_[idx];
+        r.base.store(base, std::memory_order_relaxed);
+        r.len.store(len, std::memory_order_relaxed);
+        r.ptag = ptag;
+        r.rdma_write = rdma_w;
+        r.rdma_read = rdma_r;
+        if (++r.gen == 0) r.gen = 1;  // generation 0 never appears in a handle
+        *memh = NICFW_MEMH_MAKE(idx, r.gen);
+        // Release pairs with probe()'s acquire: a matching key means base/len are set.
+        r.key.store(*memh, std::memory_order_release);
+        count_++;
+        return 0;
+    }
+
+    // The region a handle names, or nullptr (stale, out of range, never issued).
+    Region* find(uint32_t memh) {
+        uint32_t idx = NICFW_MEMH_INDEX(memh);
+        if (idx == 0 || idx >= next_) return nullptr;
+        Region& r = regions_[idx];
+        if (r.key.load(std::memory_order_relaxed) != memh) return nullptr;
+        return &r;
+    }
+
+    void remove(uint32_t memh) {
+        Region* r = find(memh);
+        if (!r) return;
+        r->key.store(0, std::memory_order_release);
+        free_.push_back(NICFW_MEMH_INDEX(memh));
+        count_--;
+    }
+
+    // 0 if [addr, addr+len) lies inside the region named by memh and the region carries
+    // ptag; otherwise the VIA status bit for the violation.
+    uint32_t check(uint32_t memh, uint64_t addr, uint64_t len, uint32_t ptag) {
+        Region* r = find(memh);
+        if (!r) return VIP_STATUS_PROTECTION_ERROR;
+        if (r->ptag != ptag) return VIP_STATUS_PROTECTION_ERROR;
+        return in_range(*r, addr, len) ? 0 : VIP_STATUS_PROTECTION_ERROR;
+    }
+
+    // Driver-side probe, without the engine lock: does memh name a live region that
+    // holds [addr, addr+len)? Used to refuse a post whose descriptor the NIC could not
+    // even write a status into. Racing with deregistration of that region is the
+    // caller's error; the probe itself never faults.
+    bool probe(uint32_t memh, uint64_t addr, uint64_t len) const {
+        uint32_t idx = NICFW_MEMH_INDEX(memh);
+        if (idx == 0 || idx > NICFW_MAX_REGIONS) return false;
+        const Region& r = regions_[idx];
+        if (r.key.load(std::memory_order_acquire) != memh) return false;
+        return in_range(r, addr, len);
+    }
+
+    static bool in_range(const Region& r, uint64_t addr, uint64_t len) {
+        uint64_t base = r.base.load(std::memory_order_relaxed);
+        uint64_t rlen = r.len.load(std::memory_order_relaxed);
+        return addr >= base && len <= rlen && addr - base <= rlen - len;
+    }
+
+    bool ptag_in_use(uint32_t ptag) const {
+        for (uint32_t i = 1; i < next_; i++)
+            if (regions_[i].key.load(std::memory_order_relaxed) != 0 && regions_[i].ptag == ptag)
+                return true;
+        return false;
+    }
+    uint32_t count() const { return count_; }
+
+private:
+    std::unique_ptr<Region[]> regions_;
+    uint32_t next_ = 1;
+    std::vector<uint32_t> free_;
+    uint32_t count_ = 0;
+};
+
+}  // namespace softvia::nicfw

@@ -1,0 +1,283 @@
+// connection.cc -- the connection manager: client/server (request, wait, accept,
+// reject) and peer-to-peer set-up, matched by discriminator; disconnect.
+//
+// Protocol (docs/wire-format.md): CONN_REQ -> CONN_ACCEPT | CONN_REJECT | CONN_NOMATCH.
+// Peer-to-peer: each side resends PEER_REQ every millisecond until it meets the other
+// side's request (or PEER_ACK) with crossed discriminators.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "nicfw/engine.h"
+
+namespace softvia::nicfw {
+
+namespace {
+
+nicfw_conn_payload attrs_payload(const ViAttrs& a) {
+    nicfw_conn_payload pl{};
+    pl.reliability = a.reliability;
+    pl.rdma_write = a.rdma_write;
+    pl.rdma_read = a.rdma_read;
+    pl.max_transfer = a.max_transfer;
+    return pl;
+}
+
+ViAttrs attrs_of(const nicfw_conn_payload& pl) {
+    ViAttrs a;
+    a.reliability = pl.reliability;
+    a.rdma_write = pl.rdma_write;
+    a.rdma_read = pl.rdma_read;
+    a.max_transfer = pl.max_transfer;
+    return a;
+}
+
+void set_state(Vi& vi, uint32_t s) {
+    vi.state.store(s, std::memory_order_release);
+    vi.st->state = s;
+}
+
+// Connect outcome for the driver: state first, then the result it waits on.
+void connect_done(Vi& vi, uint32_t state, int result) {
+    vi.op = ConnOp::kNone;
+    set_state(vi, state);
+    // Release: the driver that sees the result sees state, peer and remote attributes.
+    vi.conn_result.store(result, std::memory_order_release);
+}
+}  // namespace
+
+int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* disc, size_t dlen) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    int peer = tr_->resolve(addr, alen);
+    if (peer < 0) return peer;
+    vi->peer = peer;
+    vi->op = ConnOp::kClient;
+    vi->req_id = ++next_req_id_;
+    vi->conn_result.store(-1, std::memory_order_relaxed);
+    set_state(*vi, VIP_STATE_CONNECT_PENDING);
+    vi->st->peer = static_cast<uint16_t>(peer);
+    nicfw_conn_payload pl = attrs_payload(vi->attrs);
+    pl.dst_disc_len = static_cast<uint16_t>(dlen);
+    memcpy(pl.disc, disc, dlen);
+    if (!send_control(peer, NICFW_F_CONN_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl)) {
+        connect_done(*vi, VIP_STATE_IDLE, VIP_ERROR_RESOURCE);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+void Engine::connect_cancel(Vi* vi) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECT_PENDING) return;
+    // A late ACCEPT finds no pending request and is answered with DISCONNECT.
+    connect_done(*vi, VIP_STATE_IDLE, VIP_TIMEOUT);
+}
+
+Listener* Engine::listen(const uint8_t* disc, size_t dlen) {
+    CtlGuard g(lock_, ctl_waiters_);
+    auto l = std::make_unique<Listener>();
+    l->disc.assign(disc, disc + dlen);
+    Listener* raw = l.get();
+    listeners_.push_back(std::move(l));
+    return raw;
+}
+
+bool Engine::unlisten(Listener* l, ConnRequest* req) {
+    CtlGuard g(lock_, ctl_waiters_);
+    bool matched = l->matched.load(std::memory_order_acquire);
+    if (matched) *req = l->req;
+    listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
+                                    [&](auto& p) { return p.get() == l; }),
+                     listeners_.end());
+    return matched;
+}
+
+int Engine::accept(const ConnRequest& req, Vi* vi) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    if (vi->attrs.reliability != req.reliability) return -EPROTO;
+    if (!tr_->peer_alive(req.peer)) return -EHOSTUNREACH;
+    vi->peer = req.peer;
+    vi->remote_vi = req.client_vi;
+    vi->remote.reliability = req.reliability;
+    vi->remote.max_transfer = req.max_transfer;
+    vi->remote.rdma_write = req.rdma_write;
+    vi->remote.rdma_read = req.rdma_read;
+    vi->st->peer = static_cast<uint16_t>(req.peer);
+    vi->st->remote_vi = req.client_vi;
+    nicfw_conn_payload pl = attrs_payload(vi->attrs);
+    if (!send_control(req.peer, NICFW_F_CONN_ACCEPT, req.client_vi, vi->id, req.req_id, &pl))
+        return -EAGAIN;
+    connect_done(*vi, VIP_STATE_CONNECTED, VIP_SUCCESS);
+    return 0;
+}
+
+int Engine::reject(const ConnRequest& req) {
+    CtlGuard g(lock_, ctl_waiters_);
+    send_control(req.peer, NICFW_F_CONN_REJECT, req.client_vi, 0, req.req_id, nullptr);
+    return 0;
+}
+
+int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* local_disc,
+                         size_t llen, const uint8_t* remote_disc, size_t rlen, uint64_t timeout_ms) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    int peer = tr_->resolve(addr, alen);
+    if (peer < 0) return peer;
+    vi->peer = peer;
+    vi->op = ConnOp::kPeer;
+    vi->req_id = ++next_req_id_;
+    vi->local_disc.assign(local_disc, local_disc + llen);
+    vi->remote_disc.assign(remote_disc, remote_disc + rlen);
+    uint64_t now = now_ns();
+    vi->deadline_ns = timeout_ms == VIP_INFINITE ? 0 : now + timeout_ms * 1000000ull;
+    vi->resend_ns = 0;  // the next slow-path pass sends the first request
+    vi->conn_result.store(-1, std::memory_order_relaxed);
+    vi->st->peer = static_cast<uint16_t>(peer);
+    set_state(*vi, VIP_STATE_CONNECT_PENDING);
+    connecting_.push_back(vi);
+    last_slow_ns_ = 0;  // run the slow path on the next step
+    return 0;
+}
+
+int Engine::disconnect(Vi* vi) {
+    CtlGuard g(lock_, ctl_waiters_);
+    uint32_t st = vi->state.load(std::memory_order_relaxed);
+    if (st == VIP_STATE_CONNECT_PENDING) {
+        connect_done(*vi, VIP_STATE_IDLE, VIP_TIMEOUT);
+        return 0;
+    }
+    flush_vi(*vi, VIP_STATE_IDLE, true, VIP_ERROR_CONN_LOST);
+    return 0;
+}
+
+// ---------------------------------------------------------------- incoming control frames
+void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
+    constexpr uint32_t kFixed = offsetof(nicfw_conn_payload, disc);
+    nicfw_conn_payload pl{};
+    bool has_payload = h.type == NICFW_F_CONN_REQ || h.type == NICFW_F_CONN_ACCEPT ||
+                       h.type == NICFW_F_PEER_REQ || h.type == NICFW_F_PEER_ACK;
+    if (has_payload) {
+        if (h.msg_len < kFixed || h.msg_len > f.len - sizeof(nicfw_frame_hdr) ||
+            h.msg_len > sizeof(nicfw_conn_payload)) {
+            status_->nic.drops++;
+            return;
+        }
+        memcpy(&pl, f.data + sizeof(nicfw_frame_hdr), h.msg_len);
+        if (pl.src_disc_len > NICFW_MAX_DISCRIMINATOR || pl.dst_disc_len > NICFW_MAX_DISCRIMINATOR ||
+            kFixed + pl.src_disc_len + pl.dst_disc_len > h.msg_len) {
+            status_->nic.drops++;
+            return;
+        }
+    }
+    const uint8_t* src_disc = pl.disc;
+    const uint8_t* dst_disc = pl.disc + pl.src_disc_len;
+    Vi* vi = nullptr;
+    if (h.dst_vi != 0xFFFFFFFFu) {
+        vi = vi_by_index(NICFW_VI_INDEX(h.dst_vi));
+        if (vi && vi->id != h.dst_vi) vi = nullptr;
+    }
+
+    switch (h.type) {
+        case NICFW_F_CONN_REQ: {
+            for (auto& l : listeners_) {
+                if (l->matched.load(std::memory_order_relaxed)) continue;
+                if (l->disc.size() != pl.dst_disc_len || memcmp(l->disc.data(), dst_disc, pl.dst_disc_len))
+                    continue;
+                l->req.peer = f.peer;
+                l->req.client_vi = h.src_vi;
+                l->req.req_id = h.seq;
+                l->req.reliability = pl.reliability;
+                l->req.max_transfer = pl.max_transfer;
+                l->req.rdma_write = pl.rdma_write;
+                l->req.rdma_read = pl.rdma_read;
+                l->req.disc.assign(dst_disc, dst_disc + pl.dst_disc_len);
+                l->req.addr = tr_->peer_addr(f.peer);
+                // Release: the waiting driver that sees matched sees req.
+                l->matched.store(true, std::memory_order_release);
+                return;
+            }
+            send_control(f.peer, NICFW_F_CONN_NOMATCH, h.src_vi, 0, h.seq, nullptr);
+            return;
+        }
+        case NICFW_F_CONN_ACCEPT:
+        case NICFW_F_CONN_REJECT:
+        case NICFW_F_CONN_NOMATCH: {
+            bool ours = vi && vi->op == ConnOp::kClient && vi->req_id == h.seq && vi->peer == f.peer &&
+                        vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECT_PENDING;
+            if (!ours) {
+                // An answer to a request we gave up on: void the server's side.
+                if (h.type == NICFW_F_CONN_ACCEPT)
+                    send_control(f.peer, NICFW_F_DISCONNECT, h.src_vi, h.dst_vi, 0, nullptr);
+                return;
+            }
+            if (h.type == NICFW_F_CONN_ACCEPT) {
+                vi->remote_vi = h.src_vi;
+                vi->remote = attrs_of(pl);
+                vi->st->remote_vi = h.src_vi;
+                connect_done(*vi, VIP_STATE_CONNECTED, VIP_SUCCESS);
+            } else {
+                connect_done(*vi, VIP_STATE_IDLE, h.type == NICFW_F_CONN_REJECT ? VIP_REJECT : VIP_NO_MATCH);
+            }
+            return;
+        }
+        case NICFW_F_PEER_REQ: {
+            for (Vi* c : connecting_) {
+                if (c->op != ConnOp::kPeer || c->peer != f.peer ||
+                    c->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECT_PENDING)
+                    continue;
+                if (c->local_disc.size() != pl.dst_disc_len || c->remote_disc.size() != pl.src_disc_len ||
+                    memcmp(c->local_disc.data(), dst_disc, pl.dst_disc_len) ||
+                    memcmp(c->remote_disc.data(), src_disc, pl.src_disc_len))
+                    continue;
+                if (pl.reliability != c->attrs.reliability) {
+                    connect_done(*c, VIP_STATE_IDLE, VIP_INVALID_RELIABILITY_LEVEL);
+                    return;
+                }
+                c->remote_vi = h.src_vi;
+                c->remote = attrs_of(pl);
+                c->st->remote_vi = h.src_vi;
+                connect_done(*c, VIP_STATE_CONNECTED, VIP_SUCCESS);
+                nicfw_conn_payload ack = attrs_payload(c->attrs);
+                send_control(f.peer, NICFW_F_PEER_ACK, h.src_vi, c->id, h.seq, &ack);
+                return;
+            }
+            // Already connected to that VI (our ACK crossed its resend): answer again.
+            for (auto& v : vis_) {
+                if (v && v->peer == f.peer && v->remote_vi == h.src_vi &&
+                    v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
+                    nicfw_conn_payload ack = attrs_payload(v->attrs);
+                    send_control(f.peer, NICFW_F_PEER_ACK, h.src_vi, v->id, h.seq, &ack);
+                    return;
+                }
+            }
+            return;  // nobody asked yet: the sender keeps resending
+        }
+        case NICFW_F_PEER_ACK: {
+            if (!vi || vi->op != ConnOp::kPeer || vi->peer != f.peer ||
+                vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECT_PENDING)
+                return;  // duplicate or stale
+            if (pl.reliability != vi->attrs.reliability) {
+                connect_done(*vi, VIP_STATE_IDLE, VIP_INVALID_RELIABILITY_LEVEL);
+                return;
+            }
+            vi->remote_vi = h.src_vi;
+            vi->remote = attrs_of(pl);
+            vi->st->remote_vi = h.src_vi;
+            connect_done(*vi, VIP_STATE_CONNECTED, VIP_SUCCESS);
+            return;
+        }
+        case NICFW_F_DISCONNECT: {
+            if (!vi || vi->peer != f.peer || vi->remote_vi != h.src_vi) return;
+            if (vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
+                flush_vi(*vi, VIP_STATE_ERROR, false, VIP_ERROR_CONN_LOST);
+            return;
+        }
+        default:
+            status_->nic.drops++;
+            return;
+    }
+}
+
+}  // namespace softvia::nicfw

@@ -1,0 +1,431 @@
+// engine.cc -- NIC creation, control path, doorbell service and the main loop.
+#include "nicfw/engine.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "../transport/shm/shm_transport.h"
+
+namespace softvia::nicfw {
+
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+
+int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
+    std::unique_ptr<Engine> e(new Engine());
+    e->cfg_ = cfg;
+    std::unique_ptr<ShmTransport> shm;
+    int rc = ShmTransport::create(&shm);
+    if (rc < 0) return rc;
+    e->tr_ = std::move(shm);
+    // Payload per frame: what fits after the header, in whole cache lines.
+    e->mtu_ = (e->tr_->max_frame() - static_cast<uint32_t>(sizeof(nicfw_frame_hdr))) & ~63u;
+
+    e->db_ring_.reset(new nicfw_doorbell[NICFW_DOORBELL_ENTRIES]);
+
+    // Status page: a memfd other processes of this user can map (softvia-nicinfo).
+    e->status_len_ = sizeof(nicfw_status_page) + NICFW_MAX_VI * sizeof(nicfw_vi_status);
+    e->status_fd_ = memfd_create("softvia-nic", MFD_CLOEXEC);
+    if (e->status_fd_ < 0) return -errno;
+    if (ftruncate(e->status_fd_, static_cast<off_t>(e->status_len_)) != 0) return -errno;
+    void* p = mmap(nullptr, e->status_len_, PROT_READ | PROT_WRITE, MAP_SHARED, e->status_fd_, 0);
+    if (p == MAP_FAILED) return -errno;
+    e->status_ = static_cast<nicfw_status_page*>(p);
+    e->vi_status_ = reinterpret_cast<nicfw_vi_status*>(e->status_ + 1);
+    nicfw_status_page* s = e->status_;
+    s->abi_version = NICFW_ABI_VERSION;
+    s->pid = static_cast<uint32_t>(getpid());
+    snprintf(s->device, sizeof s->device, "%s", cfg.device.c_str());
+    snprintf(s->transport, sizeof s->transport, "%s", e->tr_->name());
+    snprintf(s->progress, sizeof s->progress, "%s",
+             cfg.progress == Progress::kThread ? "thread" : "inline");
+    size_t alen;
+    const uint8_t* a = e->tr_->local_addr(&alen);
+    s->addr_len = static_cast<uint32_t>(alen);
+    memcpy(s->addr, a, std::min<size_t>(alen, NICFW_MAX_ADDR));
+    s->mtu = e->mtu_;
+    s->max_vi = NICFW_MAX_VI;
+    for (uint32_t i = 0; i < NICFW_MAX_VI; i++) e->vi_status_[i].state = 0xFFFFFFFFu;
+    __atomic_store_n(&s->magic, NICFW_STATUS_MAGIC, __ATOMIC_RELEASE);  // readers check it last
+
+    e->last_slow_ns_ = now_ns();
+    if (cfg.progress == Progress::kThread) e->fw_ = std::thread([eng = e.get()] { eng->firmware_thread(); });
+    *out = std::move(e);
+    return 0;
+}
+
+Engine::~Engine() {
+    stop_.store(true, std::memory_order_relaxed);
+    if (fw_.joinable()) fw_.join();
+    // Tell connected peers we are leaving so they fail their VIs at once.
+    for (auto& v : vis_)
+        if (v && v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
+            send_control(v->peer, NICFW_F_DISCONNECT, v->remote_vi, v->id, 0, nullptr);
+    tr_.reset();
+    if (status_) munmap(status_, status_len_);
+    if (status_fd_ >= 0) close(status_fd_);
+}
+
+// ---------------------------------------------------------------- protection tags
+int Engine::create_ptag(uint32_t* ptag) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (ptags_.size() >= NICFW_MAX_PTAGS) return -ENOSPC;
+    *ptag = next_ptag_++;
+    ptags_.push_back(*ptag);
+    return 0;
+}
+
+int Engine::destroy_ptag(uint32_t ptag) {
+    CtlGuard g(lock_, ctl_waiters_);
+    auto it = std::find(ptags_.begin(), ptags_.end(), ptag);
+    if (it == ptags_.end()) return -EINVAL;
+    if (mem_.ptag_in_use(ptag)) return -EBUSY;
+    for (auto& v : vis_)
+        if (v && v->attrs.ptag == ptag) return -EBUSY;
+    ptags_.erase(it);
+    return 0;
+}
+
+bool Engine::ptag_valid(uint32_t ptag) {
+    CtlGuard g(lock_, ctl_waiters_);
+    return std::find(ptags_.begin(), ptags_.end(), ptag) != ptags_.end();
+}
+
+// ---------------------------------------------------------------- memory
+int Engine::register_mem(uint64_t va, uint64_t len, uint32_t ptag, bool rdma_w, bool rdma_r,
+                         uint32_t* memh) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (std::find(ptags_.begin(), ptags_.end(), ptag) == ptags_.end()) return -EPERM;
+    return mem_.add(va, len, ptag, rdma_w, rdma_r, memh);
+}
+
+int Engine::deregister_mem(uint64_t va, uint32_t memh) {
+    CtlGuard g(lock_, ctl_waiters_);
+    Region* r = mem_.find(memh);
+    if (!r || r->base.load(std::memory_order_relaxed) != va) return -EINVAL;
+    mem_.remove(memh);
+    return 0;
+}
+
+int Engine::query_mem(uint64_t va, uint32_t memh, uint32_t* ptag, bool* rdma_w, bool* rdma_r) {
+    CtlGuard g(lock_, ctl_waiters_);
+    Region* r = mem_.find(memh);
+    if (!r || r->base.load(std::memory_order_relaxed) != va) return -EINVAL;
+    *ptag = r->ptag;
+    *rdma_w = r->rdma_write;
+    *rdma_r = r->rdma_read;
+    return 0;
+}
+
+int Engine::set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w, bool rdma_r) {
+    CtlGuard g(lock_, ctl_waiters_);
+    Region* r = mem_.find(memh);
+    if (!r || r->base.load(std::memory_order_relaxed) != va) return -EINVAL;
+    if (std::find(ptags_.begin(), ptags_.end(), ptag) == ptags_.end()) return -EPERM;
+    r->ptag = ptag;
+    r->rdma_write = rdma_w;
+    r->rdma_read = rdma_r;
+    return 0;
+}
+
+// ---------------------------------------------------------------- completion queues
+Cq* Engine::create_cq(uint32_t entries, void* user) {
+    CtlGuard g(lock_, ctl_waiters_);
+    auto cq = std::make_unique<Cq>();
+    cq->user = user;
+    cq->entries.resize(entries);
+    Cq* raw = cq.get();
+    cqs_.push_back(std::move(cq));
+    return raw;
+}
+
+int Engine::destroy_cq(Cq* cq) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (cq->bound) return -EBUSY;
+    auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& p) { return p.get() == cq; });
+    if (it == cqs_.end()) return -EINVAL;
+    cqs_.erase(it);
+    return 0;
+}
+
+int Engine::resize_cq(Cq* cq, uint32_t entries) {
+    CtlGuard g(lock_, ctl_waiters_);
+    // The caller holds the driver's CQ lock, so cons is stable here.
+    uint64_t prod = cq->prod.load(std::memory_order_relaxed);
+    uint64_t cons = cq->cons.load(std::memory_order_relaxed);
+    if (prod - cons > entries) return -ENOSPC;  // pending entries would not fit
+    std::vector<nicfw_cqe> fresh(entries);
+    size_t old = cq->entries.size();
+    for (uint64_t i = cons; i < prod; i++) fresh[i % entries] = cq->entries[i % old];
+    cq->entries.swap(fresh);
+    return 0;
+}
+
+// ---------------------------------------------------------------- VIs
+int Engine::create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (std::find(ptags_.begin(), ptags_.end(), a.ptag) == ptags_.end()) return -EPERM;
+    uint32_t idx;
+    if (!vi_free_.empty()) {
+        idx = vi_free_.back();
+        vi_free_.pop_back();
+    } else if (vis_.size() < NICFW_MAX_VI) {
+        idx = static_cast<uint32_t>(vis_.size());
+        vis_.emplace_back();
+        vi_gen_.push_back(0);
+    } else {
+        return -ENOSPC;
+    }
+    auto vi = std::make_unique<Vi>();
+    if (++vi_gen_[idx] == 0) vi_gen_[idx] = 1;
+    vi->id = NICFW_VI_MAKE(idx, vi_gen_[idx]);
+    vi->attrs = a;
+    vi->scq = scq;
+    vi->rcq = rcq;
+    vi->user = user;
+    if (scq) scq->bound++;
+    if (rcq) rcq->bound++;
+    vi->st = &vi_status_[idx];
+    memset(vi->st, 0, sizeof *vi->st);
+    vi->st->reliability = a.reliability;
+    vi->st->state = VIP_STATE_IDLE;
+    if (idx + 1 > status_->vi_hwm) status_->vi_hwm = idx + 1;
+    *out = vi.get();
+    vis_[idx] = std::move(vi);
+    vi_live_++;
+    return 0;
+}
+
+int Engine::destroy_vi(Vi* vi) {
+    CtlGuard g(lock_, ctl_waiters_);
+    uint32_t st = vi->state.load(std::memory_order_relaxed);
+    if (st == VIP_STATE_CONNECTED || st == VIP_STATE_CONNECT_PENDING) return -EBUSY;
+    if (!vi->sq.empty() || !vi->rq.empty() || !vi->unacked.empty()) return -EBUSY;
+    uint32_t idx = NICFW_VI_INDEX(vi->id);
+    if (vi->scq) vi->scq->bound--;
+    if (vi->rcq) vi->rcq->bound--;
+    tx_active_.erase(std::remove(tx_active_.begin(), tx_active_.end(), vi), tx_active_.end());
+    connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), vi), connecting_.end());
+    vi_status_[idx].state = 0xFFFFFFFFu;
+    vis_[idx].reset();
+    vi_free_.push_back(idx);
+    vi_live_--;
+    return 0;
+}
+
+int Engine::set_vi_attrs(Vi* vi, const ViAttrs& a) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (std::find(ptags_.begin(), ptags_.end(), a.ptag) == ptags_.end()) return -EPERM;
+    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    vi->attrs = a;
+    vi->st->reliability = a.reliability;
+    return 0;
+}
+
+uint32_t Engine::vi_count() {
+    CtlGuard g(lock_, ctl_waiters_);
+    return vi_live_;
+}
+
+Vi* Engine::vi_by_index(uint32_t idx) { return idx < vis_.size() ? vis_[idx].get() : nullptr; }
+
+void Engine::set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*)) {
+    CtlGuard g(lock_, ctl_waiters_);
+    std::lock_guard<SpinLock> e(err_lock_);
+    err_ctx_ = ctx;
+    err_fn_ = fn;
+}
+
+// ---------------------------------------------------------------- doorbells
+void Engine::ring(const nicfw_doorbell& db) {
+    for (;;) {
+        {
+            std::lock_guard<SpinLock> g(db_lock_);
+            uint64_t tail = db_tail_.load(std::memory_order_relaxed);
+            // Acquire pairs with the firmware's release of db_head_: the slot is free.
+            if (tail - db_head_.load(std::memory_order_acquire) < NICFW_DOORBELL_ENTRIES) {
+                db_ring_[tail & (NICFW_DOORBELL_ENTRIES - 1)] = db;
+                // Release: the firmware that sees the new tail sees the entry.
+                db_tail_.store(tail + 1, std::memory_order_release);
+                return;
+            }
+        }
+        // Full: make room ourselves (inline) or let the firmware thread drain it.
+        if (!progress()) sched_yield();
+    }
+}
+
+bool Engine::service_doorbells() {
+    uint64_t head = db_head_.load(std::memory_order_relaxed);
+    // Acquire pairs with ring()'s release of db_tail_.
+    uint64_t tail = db_tail_.load(std::memory_order_acquire);
+    if (head == tail) return false;
+    for (; head != tail; head++) {
+        const nicfw_doorbell db = db_ring_[head & (NICFW_DOORBELL_ENTRIES - 1)];
+        Vi* vi = vi_by_index(db.vi_index);
+        if (vi == nullptr) continue;  // VI destroyed after posting: the driver refuses that
+        WorkItem w{reinterpret_cast<VIP_DESCRIPTOR*>(db.desc), db.memh};
+        uint32_t st = vi->state.load(std::memory_order_relaxed);
+        if (db.queue == NICFW_RECVQ) {
+            if (st == VIP_STATE_ERROR) {
+                complete(*vi, true, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+            } else if (!vi->rq.push(w)) {
+                complete(*vi, true, w.desc, VIP_STATUS_FORMAT_ERROR, 0);  // driver bounds it; never
+            }
+        } else {
+            if (st != VIP_STATE_CONNECTED) {
+                complete(*vi, false, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+            } else if (!vi->sq.push(w)) {
+                complete(*vi, false, w.desc, VIP_STATUS_FORMAT_ERROR, 0);
+            } else if (!vi->tx_listed) {
+                vi->tx_listed = true;
+                tx_active_.push_back(vi);
+            }
+        }
+    }
+    // Release: producers that see the new head may overwrite the entries we read.
+    db_head_.store(head, std::memory_order_release);
+    return true;
+}
+
+// ---------------------------------------------------------------- main loop
+bool Engine::step_locked() {
+    bool did = service_doorbells();
+    if (!tx_active_.empty()) did |= transmit();
+    RxFrame frames[32];
+    int n = tr_->rx_burst(frames, 32);
+    for (int i = 0; i < n; i++) handle_frame(frames[i]);
+    if (n) {
+        tr_->rx_release();
+        did = true;
+    }
+    // The slow path (link set-up, liveness, connection timers) runs about every 1 ms.
+    if ((++step_count_ & 63) == 0 || !did) {
+        uint64_t now = now_ns();
+        if (now - last_slow_ns_ >= 1000000) {
+            last_slow_ns_ = now;
+            slow_path(now);
+        }
+    }
+    return did;
+}
+
+bool Engine::progress() {
+    if (cfg_.progress == Progress::kThread) return false;
+    if (!lock_.try_lock()) return false;
+    bool did = step_locked();
+    lock_.unlock();
+    if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
+    return did;
+}
+
+void Engine::firmware_thread() {
+    uint32_t idle = 0;
+    while (!stop_.load(std::memory_order_relaxed)) {
+        lock_.lock();
+        bool did = step_locked();
+        lock_.unlock();
+        if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
+        if (ctl_waiters_.load(std::memory_order_relaxed)) sched_yield();  // let control calls in
+        if (did) {
+            idle = 0;
+        } else if (++idle > 20000) {
+            // Long idle: back off so a polling thread does not starve a 2-core host.
+            // A busy NIC never sleeps; an idle one answers within ~50 us.
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, nullptr);
+        } else {
+            __builtin_ia32_pause();
+        }
+    }
+}
+
+void Engine::slow_path(uint64_t now) {
+    events_.clear();
+    tr_->poll_slow(events_);
+    for (const TransportEvent& ev : events_) {
+        if (ev.kind != PeerEvent::kDead) continue;
+        for (auto& v : vis_) {
+            if (!v || v->peer != ev.peer) continue;
+            uint32_t st = v->state.load(std::memory_order_relaxed);
+            if (st == VIP_STATE_CONNECTED || st == VIP_STATE_CONNECT_PENDING)
+                flush_vi(*v, VIP_STATE_ERROR, false, VIP_ERROR_CONN_LOST);
+        }
+    }
+    // Connection timers: peer requests are resent until answered or expired.
+    for (size_t i = 0; i < connecting_.size();) {
+        Vi* vi = connecting_[i];
+        if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECT_PENDING) {
+            connecting_[i] = connecting_.back();
+            connecting_.pop_back();
+            continue;
+        }
+        if (vi->op == ConnOp::kPeer) {
+            if (vi->deadline_ns && now >= vi->deadline_ns) {
+                vi->op = ConnOp::kNone;
+                vi->state.store(VIP_STATE_IDLE, std::memory_order_release);
+                vi->st->state = VIP_STATE_IDLE;
+                vi->conn_result.store(VIP_TIMEOUT, std::memory_order_release);
+                continue;
+            }
+            if (now >= vi->resend_ns) {
+                nicfw_conn_payload pl{};
+                pl.reliability = vi->attrs.reliability;
+                pl.rdma_write = vi->attrs.rdma_write;
+                pl.rdma_read = vi->attrs.rdma_read;
+                pl.max_transfer = vi->attrs.max_transfer;
+                pl.src_disc_len = static_cast<uint16_t>(vi->local_disc.size());
+                pl.dst_disc_len = static_cast<uint16_t>(vi->remote_disc.size());
+                memcpy(pl.disc, vi->local_disc.data(), vi->local_disc.size());
+                memcpy(pl.disc + vi->local_disc.size(), vi->remote_disc.data(), vi->remote_disc.size());
+                send_control(vi->peer, NICFW_F_PEER_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl);
+                vi->resend_ns = now + 1000000;
+            }
+        }
+        i++;
+    }
+}
+
+// ---------------------------------------------------------------- async errors
+void Engine::raise(Vi* vi, Cq* cq, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE res, VIP_ERROR_CODE code) {
+    VIP_ERROR_DESCRIPTOR e{};
+    e.NicHandle = static_cast<VIP_NIC_HANDLE>(cfg_.nic_user);
+    e.ViHandle = vi ? static_cast<VIP_VI_HANDLE>(vi->user) : nullptr;
+    e.CQHandle = cq ? static_cast<VIP_CQ_HANDLE>(cq->user) : nullptr;
+    e.DescriptorPtr = d;
+    e.OpCode = d ? (d->CS.Control & VIP_CONTROL_OP_MASK) : 0;
+    e.ResourceCode = res;
+    e.ErrorCode = code;
+    std::lock_guard<SpinLock> g(err_lock_);
+    if (!err_fn_) return;  // nobody listens: the status bits and VI state still tell
+    if (errors_.size() < 1024) errors_.push_back(e);
+    errors_pending_.store(true, std::memory_order_relaxed);
+}
+
+void Engine::deliver_errors() {
+    std::vector<VIP_ERROR_DESCRIPTOR> batch;
+    void* ctx;
+    void (*fn)(void*, VIP_ERROR_DESCRIPTOR*);
+    {
+        std::lock_guard<SpinLock> g(err_lock_);
+        batch.swap(errors_);
+        errors_pending_.store(false, std::memory_order_relaxed);
+        ctx = err_ctx_;
+        fn = err_fn_;
+    }
+    // Called without any engine lock held, so the handler may call back into vipl.
+    if (fn)
+        for (auto& e : batch) fn(ctx, &e);
+}
+
+}  // namespace softvia::nicfw

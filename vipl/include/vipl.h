@@ -1,0 +1,363 @@
+/*
+ * vipl.h -- softvia's Virtual Interface Provider Library (VIA 1.0 names and values).
+ *
+ * Existing VIPL programs compile against this header unchanged. Everything that is
+ * not part of VIA 1.0 carries the VipExt / VIP_EXT_ prefix and is listed at the end.
+ * The reference of every call and its errors is docs/vipl-reference.md.
+ *
+ * Width decisions (made on purpose, see docs/abi.md):
+ *   VIP_ULONG is 64 bits on every host (the original Windows header made it 32), so a
+ *   registration or transfer length is never truncated on LP64 Linux.
+ *   VIP_BOOLEAN is 32 bits; VIP_TRUE is 1.
+ */
+#ifndef VIPL_H
+#define VIPL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- basic types ---------------------------------------------------------------- */
+typedef uint8_t VIP_UINT8;
+typedef uint16_t VIP_UINT16;
+typedef uint32_t VIP_UINT32;
+typedef uint64_t VIP_UINT64;
+typedef uint64_t VIP_ULONG;
+typedef char VIP_CHAR;
+typedef void *VIP_PVOID;
+typedef uint32_t VIP_BOOLEAN;
+#define VIP_TRUE 1
+#define VIP_FALSE 0
+
+/* One layout for descriptors on 32- and 64-bit hosts. */
+typedef union {
+    VIP_UINT64 AddressBits;
+    VIP_PVOID Address;
+} VIP_PVOID64;
+
+typedef struct vip_nic *VIP_NIC_HANDLE;
+typedef struct vip_vi *VIP_VI_HANDLE;
+typedef struct vip_ptag *VIP_PROTECTION_HANDLE;
+typedef struct vip_conn *VIP_CONN_HANDLE;
+typedef struct vip_cq *VIP_CQ_HANDLE;
+typedef VIP_UINT32 VIP_MEM_HANDLE; /* interpreted by the NIC: region index + generation */
+typedef VIP_PVOID VIP_QOS;         /* opaque; softvia accepts and ignores it */
+
+#define VIP_INFINITE ((VIP_ULONG)~(VIP_ULONG)0) /* timeout that never expires */
+
+/* ---- return codes (VIA 1.0 order) ----------------------------------------------- */
+typedef enum {
+    VIP_SUCCESS = 0,
+    VIP_NOT_DONE = 1,
+    VIP_INVALID_PARAMETER = 2,
+    VIP_ERROR_RESOURCE = 3,
+    VIP_TIMEOUT = 4,
+    VIP_REJECT = 5,
+    VIP_INVALID_RELIABILITY_LEVEL = 6,
+    VIP_INVALID_MTU = 7,
+    VIP_INVALID_QOS = 8,
+    VIP_INVALID_PTAG = 9,
+    VIP_INVALID_RDMAREAD = 10,
+    VIP_DESCRIPTOR_ERROR = 11,
+    VIP_INVALID_STATE = 12,
+    VIP_ERROR_NAMESERVICE = 13,
+    VIP_NO_MATCH = 14,
+    /* Extension: the call exists in VIA 1.0 but this provider does not implement it. */
+    VIP_EXT_NOT_IMPLEMENTED = 64
+} VIP_RETURN;
+
+/* ---- network address ------------------------------------------------------------ */
+/* Variable length: HostAddressLen bytes of NIC address, then DiscriminatorLen bytes of
+ * discriminator at HostAddress + HostAddressLen. */
+typedef struct {
+    VIP_UINT16 HostAddressLen;
+    VIP_UINT16 DiscriminatorLen;
+    VIP_UINT8 HostAddress[1];
+} VIP_NET_ADDRESS;
+
+/* ---- reliability ---------------------------------------------------------------- */
+typedef VIP_UINT16 VIP_RELIABILITY_LEVEL;
+#define VIP_SERVICE_UNRELIABLE 0x01
+#define VIP_SERVICE_RELIABLE_DELIVERY 0x02
+#define VIP_SERVICE_RELIABLE_RECEPTION 0x04
+
+/* ---- attributes ----------------------------------------------------------------- */
+typedef struct {
+    VIP_CHAR Name[64];
+    VIP_ULONG HardwareVersion;
+    VIP_ULONG ProviderVersion;
+    VIP_UINT16 NicAddressLen;
+    const VIP_UINT8 *LocalNicAddress;
+    VIP_BOOLEAN ThreadSafe;
+    VIP_UINT16 MaxDiscriminatorLen;
+    VIP_ULONG MaxRegisterBytes;
+    VIP_ULONG MaxRegisterRegions;
+    VIP_ULONG MaxRegisterBlockBytes;
+    VIP_ULONG MaxVI;
+    VIP_ULONG MaxDescriptorsPerQueue;
+    VIP_ULONG MaxSegmentsPerDesc;
+    VIP_ULONG MaxCQ;
+    VIP_ULONG MaxCQEntries;
+    VIP_ULONG MaxTransferSize;
+    VIP_ULONG NativeMTU;
+    VIP_ULONG MaxPtags;
+    VIP_RELIABILITY_LEVEL ReliabilityLevelSupport;
+    VIP_RELIABILITY_LEVEL RDMAReadSupport;
+} VIP_NIC_ATTRIBUTES;
+
+typedef struct {
+    VIP_RELIABILITY_LEVEL ReliabilityLevel;
+    VIP_ULONG MaxTransferSize;
+    VIP_QOS QoS;
+    VIP_PROTECTION_HANDLE Ptag;
+    VIP_BOOLEAN EnableRdmaWrite;
+    VIP_BOOLEAN EnableRdmaRead;
+} VIP_VI_ATTRIBUTES;
+
+typedef struct {
+    VIP_PROTECTION_HANDLE Ptag;
+    VIP_BOOLEAN EnableRdmaWrite;
+    VIP_BOOLEAN EnableRdmaRead;
+} VIP_MEM_ATTRIBUTES;
+
+typedef enum {
+    VIP_STATE_IDLE = 0,
+    VIP_STATE_CONNECTED = 1,
+    VIP_STATE_CONNECT_PENDING = 2,
+    VIP_STATE_ERROR = 3
+} VIP_VI_STATE;
+
+/* ---- descriptors ---------------------------------------------------------------- */
+typedef struct {
+    VIP_PVOID64 Next;
+    VIP_MEM_HANDLE NextHandle;
+    VIP_UINT16 SegCount;
+    VIP_UINT16 Control;
+    VIP_UINT32 Reserved;
+    VIP_UINT32 ImmediateData;
+    VIP_UINT32 Length;
+    VIP_UINT32 Status;
+} VIP_CONTROL_SEGMENT;
+
+typedef struct {
+    VIP_PVOID64 Data;
+    VIP_MEM_HANDLE Handle;
+    VIP_UINT32 Reserved;
+} VIP_ADDRESS_SEGMENT;
+
+typedef struct {
+    VIP_PVOID64 Data;
+    VIP_MEM_HANDLE Handle;
+    VIP_UINT32 Length;
+} VIP_DATA_SEGMENT;
+
+typedef union {
+    VIP_ADDRESS_SEGMENT Remote;
+    VIP_DATA_SEGMENT Local;
+} VIP_DESCRIPTOR_SEGMENT;
+
+typedef struct {
+    VIP_CONTROL_SEGMENT CS;
+    VIP_DESCRIPTOR_SEGMENT DS[2];
+} VIP_DESCRIPTOR;
+
+#define VIP_DESCRIPTOR_ALIGNMENT 64
+
+/* Control field */
+#define VIP_CONTROL_OP_SENDRECV 0x0
+#define VIP_CONTROL_OP_RDMAWRITE 0x1
+#define VIP_CONTROL_OP_RDMAREAD 0x2
+#define VIP_CONTROL_OP_RESERVED 0x3
+#define VIP_CONTROL_OP_MASK 0x3
+#define VIP_CONTROL_IMMEDIATE 0x4
+#define VIP_CONTROL_QFENCE 0x8
+#define VIP_CONTROL_RESERVED 0xFFF0
+
+/* Status field */
+#define VIP_STATUS_DONE 0x1
+#define VIP_STATUS_FORMAT_ERROR 0x2
+#define VIP_STATUS_PROTECTION_ERROR 0x4
+#define VIP_STATUS_LENGTH_ERROR 0x8
+#define VIP_STATUS_PARTIAL_ERROR 0x10
+#define VIP_STATUS_DESC_FLUSHED_ERROR 0x20
+#define VIP_STATUS_TRANSPORT_ERROR 0x40
+#define VIP_STATUS_RDMA_PROT_ERROR 0x80
+#define VIP_STATUS_REMOTE_DESC_ERROR 0x100
+#define VIP_STATUS_ERROR_MASK 0x1FE
+#define VIP_STATUS_OP_SEND 0x0
+#define VIP_STATUS_OP_RECEIVE 0x10000
+#define VIP_STATUS_OP_RDMA_WRITE 0x20000
+#define VIP_STATUS_OP_REMOTE_RDMA_WRITE 0x30000
+#define VIP_STATUS_OP_RDMA_READ 0x40000
+#define VIP_STATUS_OP_MASK 0x70000
+#define VIP_STATUS_IMMEDIATE 0x80000
+#define VIP_STATUS_RESERVED 0xFFF0FE00
+
+/* ---- asynchronous errors ------------------------------------------------------- */
+typedef enum {
+    VIP_ERROR_POST_DESC = 0,
+    VIP_ERROR_CONN_LOST,
+    VIP_ERROR_RECVQ_EMPTY,
+    VIP_ERROR_VI_OVERRUN,
+    VIP_ERROR_RDMAW_PROT,
+    VIP_ERROR_RDMAW_DATA,
+    VIP_ERROR_RDMAW_ABORT,
+    VIP_ERROR_RDMAR_PROT,
+    VIP_ERROR_COMP_PROT,
+    VIP_ERROR_RDMA_TRANSPORT,
+    VIP_ERROR_CATASTROPHIC
+} VIP_ERROR_CODE;
+
+typedef enum {
+    VIP_RESOURCE_NIC = 0,
+    VIP_RESOURCE_VI,
+    VIP_RESOURCE_CQ,
+    VIP_RESOURCE_DESCRIPTOR
+} VIP_RESOURCE_CODE;
+
+typedef struct {
+    VIP_NIC_HANDLE NicHandle;
+    VIP_VI_HANDLE ViHandle;
+    VIP_CQ_HANDLE CQHandle;
+    VIP_DESCRIPTOR *DescriptorPtr;
+    VIP_ULONG OpCode;
+    VIP_RESOURCE_CODE ResourceCode;
+    VIP_ERROR_CODE ErrorCode;
+} VIP_ERROR_DESCRIPTOR;
+
+/* ---- NIC --------------------------------------------------------------------- */
+/* DeviceName: NULL or "" opens the default NIC (SOFTVIA_DEVICE, else "shm").
+ * Names: "shm" and "shm:<option>=<value>[,...]"; options: progress=inline|thread.
+ * Any other name is VIP_INVALID_PARAMETER. */
+VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle);
+VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle);
+VIP_RETURN VipQueryNic(VIP_NIC_HANDLE NicHandle, VIP_NIC_ATTRIBUTES *NicAttributes);
+
+/* ---- protection tags ---------------------------------------------------------- */
+VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE *ProtectionTag);
+VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE ProtectionTag);
+
+/* ---- memory registration ------------------------------------------------------ */
+VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VIP_ULONG Length,
+                          VIP_MEM_ATTRIBUTES *MemAttrs, VIP_MEM_HANDLE *MemoryHandle);
+VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
+                            VIP_MEM_HANDLE MemoryHandle);
+VIP_RETURN VipQueryMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
+                       VIP_MEM_HANDLE MemoryHandle, VIP_MEM_ATTRIBUTES *MemAttrs);
+VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
+                               VIP_MEM_HANDLE MemoryHandle, VIP_MEM_ATTRIBUTES *MemAttrs);
+
+/* ---- completion queues -------------------------------------------------------- */
+VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HANDLE *CQHandle);
+VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE CQHandle);
+VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE CQHandle, VIP_ULONG EntryCount);
+VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEAN *RecvQueue);
+VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE *ViHandle,
+                     VIP_BOOLEAN *RecvQueue);
+
+/* ---- virtual interfaces ------------------------------------------------------- */
+VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
+                       VIP_CQ_HANDLE SendCQHandle, VIP_CQ_HANDLE RecvCQHandle,
+                       VIP_VI_HANDLE *ViHandle);
+VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle);
+VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIBUTES *Attribs,
+                      VIP_BOOLEAN *SendQueueEmpty, VIP_BOOLEAN *RecvQueueEmpty);
+VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *Attribs);
+
+/* ---- connections: client/server ---------------------------------------------- */
+VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr, VIP_ULONG Timeout,
+                          VIP_NET_ADDRESS *RemoteAddr, VIP_VI_ATTRIBUTES *RemoteViAttribs,
+                          VIP_CONN_HANDLE *ConnHandle);
+VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE ConnHandle, VIP_VI_HANDLE ViHandle);
+VIP_RETURN VipConnectReject(VIP_CONN_HANDLE ConnHandle);
+VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
+                             VIP_NET_ADDRESS *RemoteAddr, VIP_ULONG Timeout,
+                             VIP_VI_ATTRIBUTES *RemoteViAttribs);
+VIP_RETURN VipDisconnect(VIP_VI_HANDLE ViHandle);
+
+/* ---- connections: peer-to-peer ----------------------------------------------- */
+VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
+                                 VIP_NET_ADDRESS *RemoteAddr, VIP_ULONG Timeout);
+VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *RemoteViAttribs);
+VIP_RETURN VipConnectPeerWait(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *RemoteViAttribs);
+
+/* ---- data transfer ------------------------------------------------------------ */
+VIP_RETURN VipPostSend(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
+                       VIP_MEM_HANDLE MemoryHandle);
+VIP_RETURN VipPostRecv(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
+                       VIP_MEM_HANDLE MemoryHandle);
+VIP_RETURN VipSendDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr);
+VIP_RETURN VipRecvDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr);
+VIP_RETURN VipSendWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr);
+VIP_RETURN VipRecvWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr);
+
+/* ---- notification (asynchronous handlers) --------------------------------------- */
+typedef void (*VIP_DESC_NOTIFY_FN)(VIP_PVOID Context, VIP_NIC_HANDLE NicHandle,
+                                   VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *Descriptor);
+typedef void (*VIP_CQ_NOTIFY_FN)(VIP_PVOID Context, VIP_NIC_HANDLE NicHandle,
+                                 VIP_VI_HANDLE ViHandle, VIP_BOOLEAN RecvQueue);
+typedef void (*VIP_ERROR_HANDLER_FN)(VIP_PVOID Context, VIP_ERROR_DESCRIPTOR *ErrorDesc);
+
+VIP_RETURN VipSendNotify(VIP_VI_HANDLE ViHandle, VIP_PVOID Context, VIP_DESC_NOTIFY_FN Handler);
+VIP_RETURN VipRecvNotify(VIP_VI_HANDLE ViHandle, VIP_PVOID Context, VIP_DESC_NOTIFY_FN Handler);
+VIP_RETURN VipCQNotify(VIP_CQ_HANDLE CqHandle, VIP_PVOID Context, VIP_CQ_NOTIFY_FN Handler);
+VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE NicHandle, VIP_PVOID Context,
+                            VIP_ERROR_HANDLER_FN Handler);
+
+/* ---- name service ------------------------------------------------------------- */
+/* NSInitInfo: NULL, or a path (const char *) of a hosts file of "name hex-address" lines.
+ * Names are also resolved through the launcher's table ($SOFTVIA_JOB_DIR/names/). */
+VIP_RETURN VipNSInit(VIP_NIC_HANDLE NicHandle, VIP_PVOID NSInitInfo);
+VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE NicHandle, VIP_CHAR *Name, VIP_NET_ADDRESS *Address,
+                              VIP_ULONG NameIndex);
+VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *Address, VIP_CHAR *Name,
+                              VIP_ULONG *NameLen);
+VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE NicHandle);
+
+VIP_RETURN VipQuerySystemManagementInfo(VIP_NIC_HANDLE NicHandle, VIP_ULONG InfoType,
+                                        VIP_PVOID SysManInfo);
+
+/* =================================================================================
+ * softvia extensions (not VIA 1.0)
+ * ================================================================================= */
+
+/* Progress mode of a NIC's firmware: a dedicated polling thread, or stepped inline from
+ * the application's own calls (post, Done, Wait, CQDone, CQWait, connection calls). */
+typedef enum { VIP_EXT_PROGRESS_INLINE = 0, VIP_EXT_PROGRESS_THREAD = 1 } VIP_EXT_PROGRESS_MODE;
+
+typedef struct {
+    VIP_EXT_PROGRESS_MODE Progress;
+} VIP_EXT_NIC_OPTIONS;
+
+/* Like VipOpenNic, with options that override the device name and the environment. */
+VIP_RETURN VipExtOpenNic(const VIP_CHAR *DeviceName, const VIP_EXT_NIC_OPTIONS *Options,
+                         VIP_NIC_HANDLE *NicHandle);
+VIP_RETURN VipExtGetProgressMode(VIP_NIC_HANDLE NicHandle, VIP_EXT_PROGRESS_MODE *Mode);
+/* Step the firmware once (inline mode); returns VIP_SUCCESS if it did work, else
+ * VIP_NOT_DONE. In thread mode it returns VIP_NOT_DONE without doing anything. */
+VIP_RETURN VipExtProgress(VIP_NIC_HANDLE NicHandle);
+
+/* Counters, per NIC and per VI. The same block is readable from other processes
+ * (softvia-nicinfo). */
+typedef struct {
+    VIP_UINT64 TxFrames, TxBytes, RxFrames, RxBytes;
+    VIP_UINT64 SendsDone, RecvsDone;
+    VIP_UINT64 Drops;  /* frames received that no receive descriptor took */
+    VIP_UINT64 Errors; /* descriptors completed with an error status */
+} VIP_EXT_COUNTERS;
+
+VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE NicHandle, VIP_EXT_COUNTERS *Counters);
+VIP_RETURN VipExtQueryViCounters(VIP_VI_HANDLE ViHandle, VIP_EXT_COUNTERS *Counters);
+/* The NIC-wide index of a VI (what the stat tool prints). */
+VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE ViHandle, VIP_UINT32 *ViId);
+
+/* A readable name of a VIP_RETURN value ("VIP_NO_MATCH"); never NULL. */
+const char *VipExtReturnString(VIP_RETURN Code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VIPL_H */

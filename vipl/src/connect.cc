@@ -1,0 +1,159 @@
+// connect.cc -- VIA connection management: client/server and peer-to-peer.
+#include <cstring>
+
+#include "internal.h"
+
+using namespace softvia;
+using namespace softvia::vipl;
+
+namespace {
+bool addr_ok(const VIP_NET_ADDRESS* a) {
+    return a && a->HostAddressLen > 0 && a->HostAddressLen <= NICFW_MAX_ADDR &&
+           a->DiscriminatorLen <= NICFW_MAX_DISCRIMINATOR;
+}
+const uint8_t* disc_of(const VIP_NET_ADDRESS* a) { return a->HostAddress + a->HostAddressLen; }
+
+void fill_attrs(const nicfw::ViAttrs& r, VIP_VI_ATTRIBUTES* out) {
+    memset(out, 0, sizeof *out);
+    out->ReliabilityLevel = r.reliability;
+    out->MaxTransferSize = r.max_transfer;
+    out->EnableRdmaWrite = r.rdma_write;
+    out->EnableRdmaRead = r.rdma_read;
+    // Ptag and QoS are local notions; the remote side's are not meaningful here.
+}
+
+// Waits until the firmware posts a connect result for vi, or the timeout passes.
+int wait_result(vip_vi* vi, VIP_ULONG timeout) {
+    Waiter w(vi->nic, timeout);
+    for (;;) {
+        int r = vi->dev->conn_result.load(std::memory_order_acquire);
+        if (r != -1) return r;
+        if (!w.again()) return -1;
+    }
+}
+}  // namespace
+
+VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, VIP_NET_ADDRESS* remote,
+                                      VIP_ULONG timeout, VIP_VI_ATTRIBUTES* remote_attrs) {
+    (void)local;  // the server matches on the discriminator of the address we connect to
+    if (!ok(vi) || !addr_ok(remote)) return VIP_INVALID_PARAMETER;
+    if (local && !addr_ok(local)) return VIP_INVALID_PARAMETER;
+    int rc = vi->nic->eng->connect_request(vi->dev, remote->HostAddress, remote->HostAddressLen,
+                                           disc_of(remote), remote->DiscriminatorLen);
+    if (rc < 0) return rc == -EINVAL ? VIP_INVALID_PARAMETER : from_errno(rc);
+    int r = wait_result(vi, timeout);
+    if (r == -1) {
+        vi->nic->eng->connect_cancel(vi->dev);
+        r = vi->dev->conn_result.load(std::memory_order_acquire);  // it may have just arrived
+    }
+    if (r == VIP_SUCCESS && remote_attrs) fill_attrs(vi->dev->remote, remote_attrs);
+    return static_cast<VIP_RETURN>(r);
+}
+
+VIPL_API VIP_RETURN VipConnectWait(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* local, VIP_ULONG timeout,
+                                   VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* remote_attrs,
+                                   VIP_CONN_HANDLE* out) {
+    if (!ok(nic) || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
+        local->HostAddressLen > NICFW_MAX_ADDR || !out)
+        return VIP_INVALID_PARAMETER;
+    nicfw::Listener* l = nic->eng->listen(disc_of(local), local->DiscriminatorLen);
+    Waiter w(nic, timeout);
+    while (!l->matched.load(std::memory_order_acquire) && w.again()) {
+    }
+    auto* conn = new (std::nothrow) vip_conn();
+    if (!conn) {
+        nicfw::ConnRequest lost;
+        if (nic->eng->unlisten(l, &lost)) nic->eng->reject(lost);
+        return VIP_ERROR_RESOURCE;
+    }
+    if (!nic->eng->unlisten(l, &conn->req)) {
+        delete conn;
+        return VIP_TIMEOUT;
+    }
+    conn->nic = nic;
+    if (remote) {
+        remote->HostAddressLen = static_cast<VIP_UINT16>(conn->req.addr.size());
+        memcpy(remote->HostAddress, conn->req.addr.data(), conn->req.addr.size());
+        remote->DiscriminatorLen = static_cast<VIP_UINT16>(conn->req.disc.size());
+        memcpy(remote->HostAddress + conn->req.addr.size(), conn->req.disc.data(), conn->req.disc.size());
+    }
+    if (remote_attrs) {
+        nicfw::ViAttrs a;
+        a.reliability = conn->req.reliability;
+        a.max_transfer = conn->req.max_transfer;
+        a.rdma_write = conn->req.rdma_write;
+        a.rdma_read = conn->req.rdma_read;
+        fill_attrs(a, remote_attrs);
+    }
+    std::lock_guard<std::mutex> g(nic->objs_lock);
+    nic->conns.insert(conn);
+    *out = conn;
+    return VIP_SUCCESS;
+}
+
+static void drop_conn(vip_conn* conn) {
+    std::lock_guard<std::mutex> g(conn->nic->objs_lock);
+    conn->nic->conns.erase(conn);
+    conn->magic = kDead;
+    delete conn;
+}
+
+VIPL_API VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE conn, VIP_VI_HANDLE vi) {
+    if (!ok(conn) || !ok(vi) || vi->nic != conn->nic) return VIP_INVALID_PARAMETER;
+    int rc = conn->nic->eng->accept(conn->req, vi->dev);
+    if (rc == -EHOSTUNREACH) {
+        drop_conn(conn);  // the client is gone: nothing left to accept
+        return VIP_ERROR_RESOURCE;
+    }
+    if (rc < 0) return from_errno(rc);  // the handle stays valid: the caller may reject
+    drop_conn(conn);
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipConnectReject(VIP_CONN_HANDLE conn) {
+    if (!ok(conn)) return VIP_INVALID_PARAMETER;
+    conn->nic->eng->reject(conn->req);
+    drop_conn(conn);
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipDisconnect(VIP_VI_HANDLE vi) {
+    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+    return from_errno(vi->nic->eng->disconnect(vi->dev));
+}
+
+VIPL_API VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, VIP_NET_ADDRESS* remote,
+                                          VIP_ULONG timeout) {
+    if (!ok(vi) || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
+        local->HostAddressLen > NICFW_MAX_ADDR || !addr_ok(remote))
+        return VIP_INVALID_PARAMETER;
+    int rc = vi->nic->eng->peer_request(vi->dev, remote->HostAddress, remote->HostAddressLen, disc_of(local),
+                                        local->DiscriminatorLen, disc_of(remote), remote->DiscriminatorLen,
+                                        timeout);
+    if (rc < 0) return rc == -EINVAL ? VIP_INVALID_PARAMETER : from_errno(rc);
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* remote_attrs) {
+    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+    vi->nic->eng->progress();
+    int r = vi->dev->conn_result.load(std::memory_order_acquire);
+    if (r == -1) {
+        if (vi->dev->state.load(std::memory_order_acquire) == VIP_STATE_CONNECT_PENDING) return VIP_NOT_DONE;
+        r = vi->dev->conn_result.load(std::memory_order_acquire);
+        if (r == -1) return VIP_INVALID_STATE;  // no peer request outstanding
+    }
+    if (r == VIP_SUCCESS && remote_attrs) fill_attrs(vi->dev->remote, remote_attrs);
+    return static_cast<VIP_RETURN>(r);
+}
+
+VIPL_API VIP_RETURN VipConnectPeerWait(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* remote_attrs) {
+    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+    // The request's own timeout bounds this wait (the firmware expires it).
+    Waiter w(vi->nic, VIP_INFINITE);
+    for (;;) {
+        VIP_RETURN r = VipConnectPeerDone(vi, remote_attrs);
+        if (r != VIP_NOT_DONE) return r;
+        w.again();
+    }
+}

@@ -1,0 +1,68 @@
+// cq.cc -- completion queues.
+#include "internal.h"
+
+using namespace softvia;
+using namespace softvia::vipl;
+
+VIPL_API VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE nic, VIP_ULONG count, VIP_CQ_HANDLE* out) {
+    if (!ok(nic) || !out || count == 0 || count > NICFW_MAX_CQ_ENTRIES) return VIP_INVALID_PARAMETER;
+    std::lock_guard<std::mutex> g(nic->objs_lock);
+    if (nic->cqs.size() >= NICFW_MAX_CQ) return VIP_ERROR_RESOURCE;
+    auto* cq = new (std::nothrow) vip_cq();
+    if (!cq) return VIP_ERROR_RESOURCE;
+    cq->nic = nic;
+    cq->dev = nic->eng->create_cq(static_cast<uint32_t>(count), cq);
+    nic->cqs.insert(cq);
+    *out = cq;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE cq) {
+    if (!ok(cq)) return VIP_INVALID_PARAMETER;
+    if (cq->nic->eng->destroy_cq(cq->dev) < 0) return VIP_INVALID_STATE;  // VIs still bound
+    std::lock_guard<std::mutex> g(cq->nic->objs_lock);
+    cq->nic->cqs.erase(cq);
+    cq->magic = kDead;
+    delete cq;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE cq, VIP_ULONG count) {
+    if (!ok(cq) || count == 0 || count > NICFW_MAX_CQ_ENTRIES) return VIP_INVALID_PARAMETER;
+    std::lock_guard<SpinLock> g(cq->lock);  // no consumer moves cons while we copy
+    // Fewer entries than are waiting in the queue: refused, nothing is lost.
+    return cq->nic->eng->resize_cq(cq->dev, static_cast<uint32_t>(count)) < 0 ? VIP_ERROR_RESOURCE
+                                                                              : VIP_SUCCESS;
+}
+
+namespace {
+VIP_RETURN take(vip_cq* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+    std::lock_guard<SpinLock> g(cq->lock);
+    nicfw::Cq* d = cq->dev;
+    uint64_t cons = d->cons.load(std::memory_order_relaxed);
+    // Acquire pairs with the firmware's release of prod (completer.cc).
+    if (d->prod.load(std::memory_order_acquire) == cons) return VIP_NOT_DONE;
+    const nicfw_cqe e = d->entries[cons % d->entries.size()];
+    // Release: the firmware that sees cons may overwrite the entry we just read.
+    d->cons.store(cons + 1, std::memory_order_release);
+    *vi = reinterpret_cast<VIP_VI_HANDLE>(e.vi_context);
+    *recv = e.recv ? VIP_TRUE : VIP_FALSE;
+    return VIP_SUCCESS;
+}
+}  // namespace
+
+VIPL_API VIP_RETURN VipCQDone(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+    if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
+    if (take(cq, vi, recv) == VIP_SUCCESS) return VIP_SUCCESS;
+    if (!cq->nic->eng->progress()) return VIP_NOT_DONE;
+    return take(cq, vi, recv);
+}
+
+VIPL_API VIP_RETURN VipCQWait(VIP_CQ_HANDLE cq, VIP_ULONG timeout, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+    if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
+    Waiter w(cq->nic, timeout);
+    do {
+        if (take(cq, vi, recv) == VIP_SUCCESS) return VIP_SUCCESS;
+    } while (w.again());
+    return take(cq, vi, recv) == VIP_SUCCESS ? VIP_SUCCESS : VIP_TIMEOUT;
+}

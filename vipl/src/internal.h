@@ -1,0 +1,118 @@
+// vipl/src/internal.h -- the driver's objects behind the VIPL handles.
+//
+// Every handle points to one of these structs; each starts with a magic word, so a
+// handle of the wrong kind (or NULL) is refused with VIP_INVALID_PARAMETER instead of
+// being used. A destroyed handle has its magic cleared before it is freed.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "nicfw/engine.h"
+#include "vipl.h"
+
+#define VIPL_API extern "C" __attribute__((visibility("default")))
+
+namespace softvia::vipl {
+
+using nicfw::SpinLock;
+
+enum : uint32_t {
+    kNicMagic = 0x4e494331,   // "NIC1"
+    kPtagMagic = 0x50544731,  // "PTG1"
+    kViMagic = 0x56494931,    // "VII1"
+    kCqMagic = 0x43515131,    // "CQQ1"
+    kConnMagic = 0x434f4e31,  // "CON1"
+    kDead = 0xdeadbeef,
+};
+
+// The driver's copy of a work queue: descriptors in the order they were posted, so
+// Done can return them in order once the NIC marks them done.
+struct DriverQueue {
+    explicit DriverQueue(uint32_t cap) : ring(cap), mask(cap - 1) {}
+    std::vector<VIP_DESCRIPTOR*> ring;
+    uint32_t mask;
+    uint32_t head = 0, tail = 0;  // under lock
+    SpinLock lock;
+    bool empty() const { return head == tail; }
+};
+
+struct vip_nic_impl;
+
+}  // namespace softvia::vipl
+
+struct vip_nic {
+    uint32_t magic = softvia::vipl::kNicMagic;
+    std::unique_ptr<softvia::nicfw::Engine> eng;
+    std::string device;
+    std::vector<uint8_t> addr;
+    std::mutex objs_lock;  // control path: the sets below
+    std::unordered_set<struct vip_ptag*> ptags;
+    std::unordered_set<struct vip_vi*> vis;
+    std::unordered_set<struct vip_cq*> cqs;
+    std::unordered_set<struct vip_conn*> conns;
+    // name service
+    std::mutex ns_lock;
+    bool ns_up = false;
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> hosts;
+};
+
+struct vip_ptag {
+    uint32_t magic = softvia::vipl::kPtagMagic;
+    vip_nic* nic = nullptr;
+    uint32_t id = 0;
+};
+
+struct vip_cq {
+    uint32_t magic = softvia::vipl::kCqMagic;
+    vip_nic* nic = nullptr;
+    softvia::nicfw::Cq* dev = nullptr;
+    softvia::nicfw::SpinLock lock;  // consumers of the CQ
+};
+
+struct vip_vi {
+    vip_vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE) {}
+    uint32_t magic = softvia::vipl::kViMagic;
+    vip_nic* nic = nullptr;
+    softvia::nicfw::Vi* dev = nullptr;
+    VIP_VI_ATTRIBUTES attrs{};
+    vip_cq* scq = nullptr;
+    vip_cq* rcq = nullptr;
+    softvia::vipl::DriverQueue sq, rq;
+};
+
+struct vip_conn {
+    uint32_t magic = softvia::vipl::kConnMagic;
+    vip_nic* nic = nullptr;
+    softvia::nicfw::ConnRequest req;
+};
+
+namespace softvia::vipl {
+
+inline bool ok(const vip_nic* n) { return n && n->magic == kNicMagic; }
+inline bool ok(const vip_vi* v) { return v && v->magic == kViMagic; }
+inline bool ok(const vip_cq* c) { return c && c->magic == kCqMagic; }
+inline bool ok(const vip_conn* c) { return c && c->magic == kConnMagic; }
+inline bool ok(const vip_ptag* p) { return p && p->magic == kPtagMagic; }
+
+// Spin-wait helper for the Wait calls: steps the firmware inline, yields the CPU when
+// a thread-mode NIC is doing the work, and watches the clock every few hundred turns.
+class Waiter {
+public:
+    Waiter(vip_nic* nic, VIP_ULONG timeout_ms);
+    // Call once per turn after a miss; false once the timeout has passed.
+    bool again();
+
+private:
+    nicfw::Engine* eng_;
+    uint64_t deadline_ = 0;  // 0: infinite
+    uint32_t turns_ = 0;
+    uint64_t start_ = 0;
+};
+
+VIP_RETURN from_errno(int rc);
+bool parse_hex(const std::string& s, std::vector<uint8_t>* out);
+
+}  // namespace softvia::vipl

@@ -1,0 +1,320 @@
+// nic.cc -- VipOpenNic/VipCloseNic/VipQueryNic, protection tags, memory registration,
+// error callback, and the softvia extensions that concern the NIC as a whole.
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "internal.h"
+
+using namespace softvia;
+using namespace softvia::vipl;
+
+namespace softvia::vipl {
+
+VIP_RETURN from_errno(int rc) {
+    switch (rc) {
+        case 0: return VIP_SUCCESS;
+        case -EINVAL: return VIP_INVALID_PARAMETER;
+        case -EBUSY: return VIP_INVALID_STATE;
+        case -EPERM: return VIP_INVALID_PTAG;
+        case -EPROTO: return VIP_INVALID_RELIABILITY_LEVEL;
+        case -ETIMEDOUT: return VIP_TIMEOUT;
+        default: return VIP_ERROR_RESOURCE;  // -ENOSPC, -ENOMEM, -EHOSTUNREACH, -EAGAIN
+    }
+}
+
+Waiter::Waiter(vip_nic* nic, VIP_ULONG timeout_ms) : eng_(nic->eng.get()) {
+    start_ = nicfw::now_ns();
+    if (timeout_ms != VIP_INFINITE) deadline_ = start_ + timeout_ms * 1000000ull;
+}
+
+bool Waiter::again() {
+    bool did = eng_->progress();
+    ++turns_;
+    if (!did && eng_->progress_mode() == nicfw::Progress::kThread && turns_ > 2000)
+        sched_yield();  // the firmware thread needs the core more than we do
+    if ((turns_ & 255) == 0 && deadline_ && nicfw::now_ns() >= deadline_) return false;
+    return true;
+}
+
+}  // namespace softvia::vipl
+
+namespace {
+bool parse_progress(const char* s, nicfw::Progress* p) {
+    if (strcmp(s, "inline") == 0) *p = nicfw::Progress::kInline;
+    else if (strcmp(s, "thread") == 0) *p = nicfw::Progress::kThread;
+    else return false;
+    return true;
+}
+
+// Device names: "shm" or "shm:progress=inline|thread". Returns false for anything else.
+bool parse_device(const std::string& name, nicfw::Progress* progress) {
+    std::string base = name.substr(0, name.find(':'));
+    if (base != "shm") return false;
+    if (name.size() == base.size()) return true;
+    std::string opts = name.substr(base.size() + 1);
+    size_t pos = 0;
+    while (pos <= opts.size()) {
+        size_t end = opts.find(',', pos);
+        if (end == std::string::npos) end = opts.size();
+        std::string kv = opts.substr(pos, end - pos);
+        size_t eq = kv.find('=');
+        if (eq == std::string::npos) return false;
+        std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+        if (k != "progress" || !parse_progress(v.c_str(), progress)) return false;
+        pos = end + 1;
+    }
+    return true;
+}
+}  // namespace
+
+VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_OPTIONS* Options,
+                                  VIP_NIC_HANDLE* NicHandle) {
+    if (!NicHandle) return VIP_INVALID_PARAMETER;
+    std::string name = DeviceName ? DeviceName : "";
+    if (name.empty()) {
+        const char* env = getenv("SOFTVIA_DEVICE");
+        name = env && *env ? env : "shm";
+    }
+    nicfw::EngineConfig cfg;
+    const char* penv = getenv("SOFTVIA_PROGRESS");
+    if (penv && *penv && !parse_progress(penv, &cfg.progress)) return VIP_INVALID_PARAMETER;
+    if (!parse_device(name, &cfg.progress)) return VIP_INVALID_PARAMETER;
+    if (Options) {
+        if (Options->Progress != VIP_EXT_PROGRESS_INLINE && Options->Progress != VIP_EXT_PROGRESS_THREAD)
+            return VIP_INVALID_PARAMETER;
+        cfg.progress = Options->Progress == VIP_EXT_PROGRESS_THREAD ? nicfw::Progress::kThread
+                                                                    : nicfw::Progress::kInline;
+    }
+    auto* nic = new (std::nothrow) vip_nic();
+    if (!nic) return VIP_ERROR_RESOURCE;
+    cfg.device = name;
+    cfg.nic_user = nic;
+    int rc = nicfw::Engine::create(cfg, &nic->eng);
+    if (rc < 0) {
+        delete nic;
+        return VIP_ERROR_RESOURCE;
+    }
+    nic->device = name;
+    size_t alen;
+    const uint8_t* a = nic->eng->transport().local_addr(&alen);
+    nic->addr.assign(a, a + alen);
+    *NicHandle = nic;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipOpenNic(const VIP_CHAR* DeviceName, VIP_NIC_HANDLE* NicHandle) {
+    return VipExtOpenNic(DeviceName, nullptr, NicHandle);
+}
+
+VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
+    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+    nic->magic = kDead;
+    nic->eng.reset();  // stops the firmware, tells connected peers we left
+    for (auto* v : nic->vis) { v->magic = kDead; delete v; }
+    for (auto* c : nic->cqs) { c->magic = kDead; delete c; }
+    for (auto* p : nic->ptags) { p->magic = kDead; delete p; }
+    for (auto* c : nic->conns) { c->magic = kDead; delete c; }
+    delete nic;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipQueryNic(VIP_NIC_HANDLE nic, VIP_NIC_ATTRIBUTES* a) {
+    if (!ok(nic) || !a) return VIP_INVALID_PARAMETER;
+    memset(a, 0, sizeof *a);
+    snprintf(a->Name, sizeof a->Name, "softvia-%s", nic->device.c_str());
+    a->HardwareVersion = NICFW_ABI_VERSION;
+    a->ProviderVersion = 0x000100;  // 0.1.0
+    a->NicAddressLen = static_cast<VIP_UINT16>(nic->addr.size());
+    a->LocalNicAddress = nic->addr.data();
+    a->ThreadSafe = VIP_TRUE;
+    a->MaxDiscriminatorLen = NICFW_MAX_DISCRIMINATOR;
+    a->MaxRegisterBytes = NICFW_MAX_REGION_BYTES;
+    a->MaxRegisterRegions = NICFW_MAX_REGIONS;
+    a->MaxRegisterBlockBytes = NICFW_MAX_REGION_BYTES;
+    a->MaxVI = NICFW_MAX_VI;
+    a->MaxDescriptorsPerQueue = NICFW_MAX_DESC_PER_QUEUE;
+    a->MaxSegmentsPerDesc = NICFW_MAX_SEGMENTS;
+    a->MaxCQ = NICFW_MAX_CQ;
+    a->MaxCQEntries = NICFW_MAX_CQ_ENTRIES;
+    a->MaxTransferSize = NICFW_MAX_TRANSFER;
+    a->NativeMTU = nic->eng->mtu();
+    a->MaxPtags = NICFW_MAX_PTAGS;
+    // shm is lossless and in order, and the firmware acknowledges placement for
+    // reliable reception, so all three levels hold. RDMA read is not executed yet.
+    a->ReliabilityLevelSupport =
+        VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
+    a->RDMAReadSupport = 0;
+    return VIP_SUCCESS;
+}
+
+// ---------------------------------------------------------------- protection tags
+VIPL_API VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE* out) {
+    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
+    auto* p = new (std::nothrow) vip_ptag();
+    if (!p) return VIP_ERROR_RESOURCE;
+    int rc = nic->eng->create_ptag(&p->id);
+    if (rc < 0) {
+        delete p;
+        return VIP_ERROR_RESOURCE;
+    }
+    p->nic = nic;
+    std::lock_guard<std::mutex> g(nic->objs_lock);
+    nic->ptags.insert(p);
+    *out = p;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE p) {
+    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+    if (!ok(p) || p->nic != nic) return VIP_INVALID_PTAG;
+    int rc = nic->eng->destroy_ptag(p->id);
+    if (rc == -EBUSY) return VIP_INVALID_STATE;  // memory or VIs still carry it
+    if (rc < 0) return VIP_INVALID_PTAG;
+    std::lock_guard<std::mutex> g(nic->objs_lock);
+    nic->ptags.erase(p);
+    p->magic = kDead;
+    delete p;
+    return VIP_SUCCESS;
+}
+
+// ---------------------------------------------------------------- memory
+namespace {
+// True if every page of [va, va+len) is mapped in this process (mincore fails with
+// ENOMEM on a hole), so the NIC never registers memory it could fault on.
+bool mapped(const void* va, uint64_t len) {
+    static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    uint64_t start = reinterpret_cast<uint64_t>(va) & ~(page - 1);
+    uint64_t end = reinterpret_cast<uint64_t>(va) + len;
+    unsigned char vec[256];
+    for (uint64_t a = start; a < end;) {
+        uint64_t chunk = std::min<uint64_t>(end - a, 256 * page);  // vec holds 256 pages
+        if (mincore(reinterpret_cast<void*>(a), chunk, vec) != 0) return false;
+        a += (chunk + page - 1) & ~(page - 1);
+    }
+    return true;
+}
+}  // namespace
+
+VIPL_API VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_ULONG len,
+                                   VIP_MEM_ATTRIBUTES* attrs, VIP_MEM_HANDLE* memh) {
+    if (!ok(nic) || !va || !attrs || !memh || len == 0) return VIP_INVALID_PARAMETER;
+    if (len > NICFW_MAX_REGION_BYTES || reinterpret_cast<uint64_t>(va) + len < len)
+        return VIP_INVALID_PARAMETER;
+    if (!ok(attrs->Ptag) || attrs->Ptag->nic != nic) return VIP_INVALID_PTAG;
+    if (!mapped(va, len)) return VIP_INVALID_PARAMETER;
+    int rc = nic->eng->register_mem(reinterpret_cast<uint64_t>(va), len, attrs->Ptag->id,
+                                    attrs->EnableRdmaWrite != 0, attrs->EnableRdmaRead != 0, memh);
+    if (rc == -EPERM) return VIP_INVALID_PTAG;
+    return rc < 0 ? VIP_ERROR_RESOURCE : VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE memh) {
+    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+    return nic->eng->deregister_mem(reinterpret_cast<uint64_t>(va), memh) < 0 ? VIP_INVALID_PARAMETER
+                                                                             : VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipQueryMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE memh,
+                                VIP_MEM_ATTRIBUTES* attrs) {
+    if (!ok(nic) || !attrs) return VIP_INVALID_PARAMETER;
+    uint32_t ptag;
+    bool w, r;
+    if (nic->eng->query_mem(reinterpret_cast<uint64_t>(va), memh, &ptag, &w, &r) < 0)
+        return VIP_INVALID_PARAMETER;
+    attrs->Ptag = nullptr;
+    std::lock_guard<std::mutex> g(nic->objs_lock);
+    for (auto* p : nic->ptags)
+        if (p->id == ptag) attrs->Ptag = p;
+    attrs->EnableRdmaWrite = w;
+    attrs->EnableRdmaRead = r;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE memh,
+                                        VIP_MEM_ATTRIBUTES* attrs) {
+    if (!ok(nic) || !attrs) return VIP_INVALID_PARAMETER;
+    if (!ok(attrs->Ptag) || attrs->Ptag->nic != nic) return VIP_INVALID_PTAG;
+    int rc = nic->eng->set_mem_attrs(reinterpret_cast<uint64_t>(va), memh, attrs->Ptag->id,
+                                     attrs->EnableRdmaWrite != 0, attrs->EnableRdmaRead != 0);
+    if (rc == -EPERM) return VIP_INVALID_PTAG;
+    return rc < 0 ? VIP_INVALID_PARAMETER : VIP_SUCCESS;
+}
+
+// ---------------------------------------------------------------- errors, notify, misc
+VIPL_API VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE nic, VIP_PVOID ctx, VIP_ERROR_HANDLER_FN fn) {
+    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+    nic->eng->set_error_handler(ctx, fn);
+    return VIP_SUCCESS;
+}
+
+// Asynchronous completion handlers need a notification thread per NIC; not built yet.
+VIPL_API VIP_RETURN VipSendNotify(VIP_VI_HANDLE vi, VIP_PVOID, VIP_DESC_NOTIFY_FN) {
+    return ok(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+}
+VIPL_API VIP_RETURN VipRecvNotify(VIP_VI_HANDLE vi, VIP_PVOID, VIP_DESC_NOTIFY_FN) {
+    return ok(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+}
+VIPL_API VIP_RETURN VipCQNotify(VIP_CQ_HANDLE cq, VIP_PVOID, VIP_CQ_NOTIFY_FN) {
+    return ok(cq) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+}
+VIPL_API VIP_RETURN VipQuerySystemManagementInfo(VIP_NIC_HANDLE nic, VIP_ULONG, VIP_PVOID) {
+    return ok(nic) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+}
+
+VIPL_API VIP_RETURN VipExtGetProgressMode(VIP_NIC_HANDLE nic, VIP_EXT_PROGRESS_MODE* mode) {
+    if (!ok(nic) || !mode) return VIP_INVALID_PARAMETER;
+    *mode = nic->eng->progress_mode() == nicfw::Progress::kThread ? VIP_EXT_PROGRESS_THREAD
+                                                                 : VIP_EXT_PROGRESS_INLINE;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtProgress(VIP_NIC_HANDLE nic) {
+    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+    return nic->eng->progress() ? VIP_SUCCESS : VIP_NOT_DONE;
+}
+
+static void copy_counters(const nicfw_counters& c, VIP_EXT_COUNTERS* out) {
+    out->TxFrames = c.tx_frames;
+    out->TxBytes = c.tx_bytes;
+    out->RxFrames = c.rx_frames;
+    out->RxBytes = c.rx_bytes;
+    out->SendsDone = c.sends_done;
+    out->RecvsDone = c.recvs_done;
+    out->Drops = c.drops;
+    out->Errors = c.errors;
+}
+
+VIPL_API VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE nic, VIP_EXT_COUNTERS* out) {
+    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
+    copy_counters(nic->eng->status()->nic, out);
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtQueryViCounters(VIP_VI_HANDLE vi, VIP_EXT_COUNTERS* out) {
+    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+    copy_counters(vi->dev->st->c, out);
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE vi, VIP_UINT32* id) {
+    if (!ok(vi) || !id) return VIP_INVALID_PARAMETER;
+    *id = NICFW_VI_INDEX(vi->dev->id);
+    return VIP_SUCCESS;
+}
+
+VIPL_API const char* VipExtReturnString(VIP_RETURN code) {
+    static const char* const names[] = {
+        "VIP_SUCCESS", "VIP_NOT_DONE", "VIP_INVALID_PARAMETER", "VIP_ERROR_RESOURCE",
+        "VIP_TIMEOUT", "VIP_REJECT", "VIP_INVALID_RELIABILITY_LEVEL", "VIP_INVALID_MTU",
+        "VIP_INVALID_QOS", "VIP_INVALID_PTAG", "VIP_INVALID_RDMAREAD", "VIP_DESCRIPTOR_ERROR",
+        "VIP_INVALID_STATE", "VIP_ERROR_NAMESERVICE", "VIP_NO_MATCH"};
+    if (code >= 0 && static_cast<size_t>(code) < sizeof names / sizeof *names) return names[code];
+    if (code == VIP_EXT_NOT_IMPLEMENTED) return "VIP_EXT_NOT_IMPLEMENTED";
+    return "VIP_RETURN(unknown)";
+}

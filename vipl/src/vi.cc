@@ -1,0 +1,185 @@
+// vi.cc -- VIs and the data path: post (doorbell), Done and Wait.
+#include <cstring>
+
+#include "internal.h"
+
+using namespace softvia;
+using namespace softvia::vipl;
+
+namespace {
+// Checks VI attributes against what this NIC supports; the VIA return code on failure.
+VIP_RETURN check_attrs(vip_nic* nic, const VIP_VI_ATTRIBUTES* a, nicfw::ViAttrs* out) {
+    if (!a) return VIP_INVALID_PARAMETER;
+    VIP_RELIABILITY_LEVEL r = a->ReliabilityLevel;
+    if (r != VIP_SERVICE_UNRELIABLE && r != VIP_SERVICE_RELIABLE_DELIVERY &&
+        r != VIP_SERVICE_RELIABLE_RECEPTION)
+        return VIP_INVALID_RELIABILITY_LEVEL;
+    if (a->MaxTransferSize > NICFW_MAX_TRANSFER) return VIP_INVALID_MTU;
+    if (!ok(a->Ptag) || a->Ptag->nic != nic) return VIP_INVALID_PTAG;
+    // RDMA read is not offered on any level yet (VIP_NIC_ATTRIBUTES.RDMAReadSupport = 0).
+    if (a->EnableRdmaRead) return VIP_INVALID_RDMAREAD;
+    out->reliability = r;
+    out->ptag = a->Ptag->id;
+    out->rdma_write = a->EnableRdmaWrite != 0;
+    out->rdma_read = false;
+    // 0 asks for the NIC's maximum.
+    out->max_transfer = a->MaxTransferSize ? static_cast<uint32_t>(a->MaxTransferSize) : NICFW_MAX_TRANSFER;
+    return VIP_SUCCESS;
+}
+
+// Appends d to the driver queue and rings the doorbell, under the queue lock so the
+// doorbells of one queue reach the NIC in the order of the driver queue.
+VIP_RETURN post(vip_vi* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+    // The NIC writes status into the descriptor, so it must lie in registered memory
+    // under memh; anything wrong beyond that comes back as descriptor status.
+    if (!vi->nic->eng->desc_in_registered_memory(memh, d, sizeof(VIP_CONTROL_SEGMENT)))
+        return VIP_INVALID_PARAMETER;
+    {
+        std::lock_guard<SpinLock> g(q.lock);
+        if (q.tail - q.head > q.mask) return VIP_ERROR_RESOURCE;  // queue full
+        d->CS.Status = 0;
+        q.ring[q.tail++ & q.mask] = d;
+        nicfw_doorbell db{reinterpret_cast<uint64_t>(d), memh,
+                          static_cast<uint16_t>(NICFW_VI_INDEX(vi->dev->id)), kind};
+        vi->nic->eng->ring(db);
+    }
+    vi->nic->eng->progress();  // inline mode: the send leaves now, not at the next poll
+    return VIP_SUCCESS;
+}
+
+// Takes the head of q if the NIC has marked it done.
+VIP_RETURN take_done(DriverQueue& q, VIP_DESCRIPTOR** out) {
+    std::lock_guard<SpinLock> g(q.lock);
+    if (q.head == q.tail) return VIP_NOT_DONE;
+    VIP_DESCRIPTOR* d = q.ring[q.head & q.mask];
+    // Acquire pairs with the firmware's release store of Status (completer.cc).
+    if (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) return VIP_NOT_DONE;
+    q.head++;
+    *out = d;
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN done(vip_vi* vi, DriverQueue& q, VIP_DESCRIPTOR** out) {
+    if (take_done(q, out) == VIP_SUCCESS) return VIP_SUCCESS;
+    if (!vi->nic->eng->progress()) return VIP_NOT_DONE;
+    return take_done(q, out);
+}
+
+VIP_RETURN wait(vip_vi* vi, DriverQueue& q, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
+    {
+        std::lock_guard<SpinLock> g(q.lock);
+        if (q.head == q.tail) return VIP_INVALID_STATE;  // nothing posted: it would never end
+    }
+    Waiter w(vi->nic, timeout);
+    do {
+        if (take_done(q, out) == VIP_SUCCESS) return VIP_SUCCESS;
+    } while (w.again());
+    return take_done(q, out) == VIP_SUCCESS ? VIP_SUCCESS : VIP_TIMEOUT;
+}
+}  // namespace
+
+VIPL_API VIP_RETURN VipCreateVi(VIP_NIC_HANDLE nic, VIP_VI_ATTRIBUTES* attrs, VIP_CQ_HANDLE scq,
+                                VIP_CQ_HANDLE rcq, VIP_VI_HANDLE* out) {
+    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
+    if ((scq && (!ok(scq) || scq->nic != nic)) || (rcq && (!ok(rcq) || rcq->nic != nic)))
+        return VIP_INVALID_PARAMETER;
+    nicfw::ViAttrs a;
+    if (VIP_RETURN r = check_attrs(nic, attrs, &a)) return r;
+    auto* vi = new (std::nothrow) vip_vi();
+    if (!vi) return VIP_ERROR_RESOURCE;
+    vi->nic = nic;
+    vi->attrs = *attrs;
+    vi->attrs.MaxTransferSize = a.max_transfer;
+    vi->scq = scq;
+    vi->rcq = rcq;
+    int rc = nic->eng->create_vi(a, scq ? scq->dev : nullptr, rcq ? rcq->dev : nullptr, vi, &vi->dev);
+    if (rc < 0) {
+        delete vi;
+        return rc == -EPERM ? VIP_INVALID_PTAG : VIP_ERROR_RESOURCE;
+    }
+    std::lock_guard<std::mutex> g(nic->objs_lock);
+    nic->vis.insert(vi);
+    *out = vi;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipDestroyVi(VIP_VI_HANDLE vi) {
+    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+    {
+        // Descriptors the program has not taken back yet keep the VI alive (VIA 1.0).
+        std::lock_guard<SpinLock> a(vi->sq.lock);
+        std::lock_guard<SpinLock> b(vi->rq.lock);
+        if (!vi->sq.empty() || !vi->rq.empty()) return VIP_INVALID_STATE;
+    }
+    if (vi->nic->eng->destroy_vi(vi->dev) < 0) return VIP_INVALID_STATE;  // still connected
+    vip_nic* nic = vi->nic;
+    std::lock_guard<std::mutex> g(nic->objs_lock);
+    nic->vis.erase(vi);
+    vi->magic = kDead;
+    delete vi;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipQueryVi(VIP_VI_HANDLE vi, VIP_VI_STATE* state, VIP_VI_ATTRIBUTES* attrs,
+                               VIP_BOOLEAN* sq_empty, VIP_BOOLEAN* rq_empty) {
+    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+    vi->nic->eng->progress();
+    if (state) *state = static_cast<VIP_VI_STATE>(vi->dev->state.load(std::memory_order_acquire));
+    if (attrs) *attrs = vi->attrs;
+    if (sq_empty) {
+        std::lock_guard<SpinLock> g(vi->sq.lock);
+        *sq_empty = vi->sq.empty();
+    }
+    if (rq_empty) {
+        std::lock_guard<SpinLock> g(vi->rq.lock);
+        *rq_empty = vi->rq.empty();
+    }
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* attrs) {
+    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+    nicfw::ViAttrs a;
+    if (VIP_RETURN r = check_attrs(vi->nic, attrs, &a)) return r;
+    int rc = vi->nic->eng->set_vi_attrs(vi->dev, a);
+    if (rc == -EBUSY) return VIP_INVALID_STATE;
+    if (rc < 0) return VIP_INVALID_PTAG;
+    vi->attrs = *attrs;
+    vi->attrs.MaxTransferSize = a.max_transfer;
+    return VIP_SUCCESS;
+}
+
+// ---------------------------------------------------------------- data path
+VIPL_API VIP_RETURN VipPostSend(VIP_VI_HANDLE vi, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+    if (!ok(vi) || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
+        return VIP_INVALID_PARAMETER;
+    // Sends need a connection; receives may be posted before one (VIA 1.0).
+    if (vi->dev->state.load(std::memory_order_acquire) != VIP_STATE_CONNECTED) return VIP_INVALID_STATE;
+    return post(vi, vi->sq, NICFW_SENDQ, d, memh);
+}
+
+VIPL_API VIP_RETURN VipPostRecv(VIP_VI_HANDLE vi, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+    if (!ok(vi) || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
+        return VIP_INVALID_PARAMETER;
+    return post(vi, vi->rq, NICFW_RECVQ, d, memh);
+}
+
+VIPL_API VIP_RETURN VipSendDone(VIP_VI_HANDLE vi, VIP_DESCRIPTOR** out) {
+    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+    return done(vi, vi->sq, out);
+}
+
+VIPL_API VIP_RETURN VipRecvDone(VIP_VI_HANDLE vi, VIP_DESCRIPTOR** out) {
+    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+    return done(vi, vi->rq, out);
+}
+
+VIPL_API VIP_RETURN VipSendWait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
+    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+    return wait(vi, vi->sq, timeout, out);
+}
+
+VIPL_API VIP_RETURN VipRecvWait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
+    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+    return wait(vi, vi->rq, timeout, out);
+}

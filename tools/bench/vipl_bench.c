@@ -1,0 +1,326 @@
+/*
+ * vipl_bench -- VIPL ping-pong latency and streaming bandwidth between two processes.
+ *
+ *   softvia-run -n 2 --pin vipl_bench [--sizes 4,8,...] [--iters N] [--idle-vis K]
+ *                                      [--progress inline|thread] [--reliability U|RD|RR]
+ *                                      [--csv FILE] [--only lat|bw]
+ *
+ * Rank 0 and rank 1 connect one VI peer-to-peer. Latency: rank 0 sends, rank 1 echoes;
+ * one-way time is half of each round trip; median and p99 over all iterations.
+ * Streaming: rank 0 keeps a window of sends in flight, rank 1 reposts receives; the
+ * figures are bandwidth (MB/s, 10^6 bytes) and messages per second. --idle-vis K opens
+ * and connects K more VI pairs that carry no traffic, to show that doorbell service
+ * does not grow with the number of VIs.
+ * Both sides busy-poll (VipRecvDone / VipSendDone); run with --pin to place the ranks on
+ * cores 0 and 1, as tools/bench/compare.sh and the peer figures do.
+ */
+#define _GNU_SOURCE
+#include <softvia_boot.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <vipl.h>
+
+#define DIE(...) do { fprintf(stderr, "vipl_bench: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define CK(x) do { VIP_RETURN r_ = (x); if (r_ != VIP_SUCCESS) DIE("%s failed: %s (line %d)", #x, VipExtReturnString(r_), __LINE__); } while (0)
+
+enum { WINDOW = 64, MAXSZ = 1 << 20 };
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+struct ctx {
+    VIP_NIC_HANDLE nic;
+    VIP_PROTECTION_HANDLE ptag;
+    VIP_VI_HANDLE vi;
+    VIP_MEM_HANDLE mh;
+    char *mem;
+    VIP_DESCRIPTOR *sd[WINDOW], *rd[WINDOW];
+    char *sbuf[WINDOW], *rbuf[WINDOW];
+    uint32_t bufsz;
+};
+
+static void set_desc(VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, void *buf, uint32_t len) {
+    memset(d, 0, sizeof *d);
+    d->CS.SegCount = 1;
+    d->DS[0].Local.Data.Address = buf;
+    d->DS[0].Local.Handle = mh;
+    d->DS[0].Local.Length = len;
+}
+
+static void post_recv(struct ctx *c, int i) {
+    set_desc(c->rd[i], c->mh, c->rbuf[i], c->bufsz);
+    CK(VipPostRecv(c->vi, c->rd[i], c->mh));
+}
+
+/* Reposts a completed receive descriptor in its own slot. */
+static void repost(struct ctx *c, VIP_DESCRIPTOR *d) {
+    post_recv(c, (int)(((char *)d - (char *)c->rd[0]) / 256));
+}
+
+static VIP_DESCRIPTOR *spin_recv(struct ctx *c) {
+    VIP_DESCRIPTOR *d;
+    VIP_RETURN r;
+    while ((r = VipRecvDone(c->vi, &d)) == VIP_NOT_DONE) {
+    }
+    if (r != VIP_SUCCESS) DIE("VipRecvDone: %s", VipExtReturnString(r));
+    if (d->CS.Status & VIP_STATUS_ERROR_MASK) DIE("receive completed with status 0x%x", d->CS.Status);
+    return d;
+}
+
+static void spin_send(struct ctx *c) {
+    VIP_DESCRIPTOR *d;
+    VIP_RETURN r;
+    while ((r = VipSendDone(c->vi, &d)) == VIP_NOT_DONE) {
+    }
+    if (r != VIP_SUCCESS) DIE("VipSendDone: %s", VipExtReturnString(r));
+    if (d->CS.Status & VIP_STATUS_ERROR_MASK) DIE("send completed with status 0x%x", d->CS.Status);
+}
+
+static void make_addr(VIP_NET_ADDRESS *a, const uint8_t *nic, uint16_t nlen, const char *disc) {
+    a->HostAddressLen = nlen;
+    memcpy(a->HostAddress, nic, nlen);
+    a->DiscriminatorLen = (uint16_t)strlen(disc);
+    memcpy(a->HostAddress + nlen, disc, strlen(disc));
+}
+
+/* Connects vi to the other rank's NIC with discriminators "<tag>.<rank>". */
+static void connect_peer(VIP_VI_HANDLE vi, const uint8_t *mine, const uint8_t *theirs, uint16_t nlen,
+                         int rank, const char *tag) {
+    char lb[128], rb[128], ld[48], rdsc[48];
+    snprintf(ld, sizeof ld, "%s.%d", tag, rank);
+    snprintf(rdsc, sizeof rdsc, "%s.%d", tag, 1 - rank);
+    make_addr((VIP_NET_ADDRESS *)lb, mine, nlen, ld);
+    make_addr((VIP_NET_ADDRESS *)rb, theirs, nlen, rdsc);
+    CK(VipConnectPeerRequest(vi, (VIP_NET_ADDRESS *)lb, (VIP_NET_ADDRESS *)rb, 20000));
+}
+
+static void latency(struct ctx *c, int rank, uint32_t sz, int iters, FILE *csv, const char *label) {
+    int warm = iters / 10 + 10;
+    uint64_t *t = malloc(sizeof(uint64_t) * (size_t)iters);
+    for (int i = -warm; i < iters; i++) {
+        if (rank == 0) {
+            uint64_t t0 = now_ns();
+            set_desc(c->sd[0], c->mh, c->sbuf[0], sz);
+            CK(VipPostSend(c->vi, c->sd[0], c->mh));
+            VIP_DESCRIPTOR *d = spin_recv(c);
+            uint64_t t1 = now_ns();
+            if (d->CS.Length != sz) DIE("echo of %u bytes came back as %u", sz, d->CS.Length);
+            spin_send(c);
+            repost(c, d);
+            if (i >= 0) t[i] = t1 - t0;
+        } else {
+            VIP_DESCRIPTOR *d = spin_recv(c);
+            if (d->CS.Length != sz) DIE("expected %u bytes, got %u", sz, d->CS.Length);
+            repost(c, d);
+            set_desc(c->sd[0], c->mh, c->sbuf[0], sz);
+            CK(VipPostSend(c->vi, c->sd[0], c->mh));
+            spin_send(c);
+        }
+    }
+    if (rank == 0) {
+        qsort(t, (size_t)iters, sizeof *t, cmp_u64);
+        double med = t[iters / 2] / 2000.0, p99 = t[(size_t)iters * 99 / 100] / 2000.0;
+        printf("%-10s %8u %10.3f %10.3f\n", "latency", sz, med, p99);
+        if (csv) fprintf(csv, "latency,%s,%u,%.4f,%.4f,,\n", label, sz, med, p99);
+    }
+    free(t);
+}
+
+/* Streaming with credits, as VIA requires of anyone on a reliable VI: a send that finds
+ * no receive descriptor breaks the connection. The receiver returns credits in the
+ * immediate data of a small message every WINDOW/2 receives; the sender never has more
+ * messages outstanding than the receiver has descriptors posted. */
+enum { DONE_MARK = 0xFFFFFFFFu };
+
+static void send_imm(struct ctx *c, uint32_t imm) {
+    set_desc(c->sd[0], c->mh, c->sbuf[0], 0);
+    c->sd[0]->CS.SegCount = 0;
+    c->sd[0]->CS.Control = VIP_CONTROL_IMMEDIATE;
+    c->sd[0]->CS.ImmediateData = imm;
+    CK(VipPostSend(c->vi, c->sd[0], c->mh));
+    spin_send(c);
+}
+
+static void stream(struct ctx *c, int rank, uint32_t sz, int msgs, FILE *csv, const char *label) {
+    sv_boot_barrier(30000);
+    uint64_t t0 = now_ns();
+    if (rank == 0) {
+        int credits = WINDOW, inflight = 0, slot = 0;
+        for (int i = 0; i < msgs; i++) {
+            while (credits == 0) {
+                VIP_DESCRIPTOR *d = spin_recv(c);
+                credits += (int)d->CS.ImmediateData;
+                repost(c, d);
+            }
+            if (inflight == WINDOW) {
+                spin_send(c);
+                inflight--;
+            }
+            set_desc(c->sd[slot], c->mh, c->sbuf[slot], sz);
+            CK(VipPostSend(c->vi, c->sd[slot], c->mh));
+            slot = (slot + 1) % WINDOW;
+            inflight++;
+            credits--;
+        }
+        while (inflight--) spin_send(c);
+        for (;;) { /* credits still on their way, then the receiver's "all arrived" */
+            VIP_DESCRIPTOR *d = spin_recv(c);
+            uint32_t imm = d->CS.ImmediateData;
+            repost(c, d);
+            if (imm == DONE_MARK) break;
+        }
+    } else {
+        int consumed = 0;
+        for (int i = 0; i < msgs; i++) {
+            VIP_DESCRIPTOR *d = spin_recv(c);
+            if (d->CS.Length != sz) DIE("stream: expected %u bytes, got %u", sz, d->CS.Length);
+            repost(c, d);
+            if (++consumed == WINDOW / 2) {
+                send_imm(c, (uint32_t)consumed);
+                consumed = 0;
+            }
+        }
+        send_imm(c, DONE_MARK);
+    }
+    uint64_t dt = now_ns() - t0;
+    if (rank == 0) {
+        double secs = dt / 1e9;
+        double mbs = (double)sz * msgs / secs / 1e6, rate = msgs / secs;
+        printf("%-10s %8u %10.1f %12.0f\n", "stream", sz, mbs, rate);
+        if (csv) fprintf(csv, "stream,%s,%u,,,%.2f,%.0f\n", label, sz, mbs, rate);
+    }
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: softvia-run -n 2 --pin vipl_bench [--sizes LIST] [--iters N] [--msgs N]\n"
+            "       [--idle-vis K] [--progress inline|thread] [--reliability U|RD|RR]\n"
+            "       [--csv FILE] [--only lat|bw] [--label TEXT]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    const char *sizes = "4,8,64,256,1024,4096,16384,65536", *csvpath = NULL, *only = NULL;
+    const char *progress = "inline", *rel = "RD", *label = "vipl-shm";
+    int iters = 20000, msgs = 0, idle = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) usage();
+        if (!strcmp(a, "--sizes")) sizes = v;
+        else if (!strcmp(a, "--iters")) iters = atoi(v);
+        else if (!strcmp(a, "--msgs")) msgs = atoi(v);
+        else if (!strcmp(a, "--idle-vis")) idle = atoi(v);
+        else if (!strcmp(a, "--progress")) progress = v;
+        else if (!strcmp(a, "--reliability")) rel = v;
+        else if (!strcmp(a, "--csv")) csvpath = v;
+        else if (!strcmp(a, "--only")) only = v;
+        else if (!strcmp(a, "--label")) label = v;
+        else usage();
+        i++;
+    }
+    if (iters < 10 || idle < 0 || idle > 4000) usage();
+    int rank, size;
+    if (sv_boot_init(&rank, &size) != 0 || size != 2) DIE("run with: softvia-run -n 2 vipl_bench ...");
+
+    VIP_EXT_NIC_OPTIONS opt = {!strcmp(progress, "thread") ? VIP_EXT_PROGRESS_THREAD : VIP_EXT_PROGRESS_INLINE};
+    if (strcmp(progress, "thread") && strcmp(progress, "inline")) usage();
+    struct ctx c = {0};
+    CK(VipExtOpenNic(NULL, &opt, &c.nic));
+    VIP_NIC_ATTRIBUTES na;
+    CK(VipQueryNic(c.nic, &na));
+    CK(VipCreatePtag(c.nic, &c.ptag));
+    VIP_VI_ATTRIBUTES va = {0};
+    va.ReliabilityLevel = !strcmp(rel, "U") ? VIP_SERVICE_UNRELIABLE
+                          : !strcmp(rel, "RR") ? VIP_SERVICE_RELIABLE_RECEPTION
+                                               : VIP_SERVICE_RELIABLE_DELIVERY;
+    va.Ptag = c.ptag;
+    va.MaxTransferSize = MAXSZ;
+    CK(VipCreateVi(c.nic, &va, NULL, NULL, &c.vi));
+
+    /* Exchange NIC addresses through the launcher. */
+    uint8_t all[2][64] = {{0}};
+    uint8_t mine[64] = {0};
+    memcpy(mine, na.LocalNicAddress, na.NicAddressLen);
+    if (sv_boot_allgather(mine, sizeof mine, all, 30000) != 0) DIE("address exchange failed");
+    const uint8_t *peer = all[1 - rank];
+
+    /* Idle VIs first, so the measured VI is not the only (or the first) one. */
+    VIP_VI_HANDLE *idle_vis = calloc((size_t)idle + 1, sizeof *idle_vis);
+    for (int i = 0; i < idle; i++) {
+        char tag[32];
+        snprintf(tag, sizeof tag, "idle%d", i);
+        CK(VipCreateVi(c.nic, &va, NULL, NULL, &idle_vis[i]));
+        connect_peer(idle_vis[i], mine, peer, na.NicAddressLen, rank, tag);
+    }
+    for (int i = 0; i < idle; i++) CK(VipConnectPeerWait(idle_vis[i], NULL));
+    connect_peer(c.vi, mine, peer, na.NicAddressLen, rank, "bench");
+    CK(VipConnectPeerWait(c.vi, NULL));
+
+    uint32_t maxsz = 0;
+    for (const char *p = sizes; *p;) {
+        uint32_t s = (uint32_t)strtoul(p, (char **)&p, 10);
+        if (s > maxsz) maxsz = s;
+        if (*p == ',') p++;
+        else if (*p) usage();
+    }
+    if (maxsz > MAXSZ) DIE("sizes above %d are not supported", MAXSZ);
+    c.bufsz = maxsz ? maxsz : 4;
+    size_t per = ((size_t)c.bufsz + 63) & ~(size_t)63;
+    size_t memsz = 2 * WINDOW * 128 + 2 * WINDOW * per;
+    c.mem = aligned_alloc(4096, (memsz + 4095) & ~(size_t)4095);
+    memset(c.mem, 0x5a, memsz);
+    VIP_MEM_ATTRIBUTES ma = {c.ptag, VIP_FALSE, VIP_FALSE};
+    CK(VipRegisterMem(c.nic, c.mem, memsz, &ma, &c.mh));
+    for (int i = 0; i < WINDOW; i++) {
+        c.rd[i] = (VIP_DESCRIPTOR *)(c.mem + (size_t)i * 256);
+        c.sd[i] = (VIP_DESCRIPTOR *)(c.mem + (size_t)i * 256 + 128);
+        c.sbuf[i] = c.mem + 2 * WINDOW * 128 + (size_t)i * per;
+        c.rbuf[i] = c.mem + 2 * WINDOW * 128 + (size_t)(WINDOW + i) * per;
+    }
+    for (int i = 0; i < WINDOW; i++) post_recv(&c, i); /* rd[] 256 bytes apart: see repost() */
+
+    FILE *csv = NULL;
+    if (rank == 0 && csvpath) {
+        csv = fopen(csvpath, "a");
+        if (!csv) DIE("cannot open %s", csvpath);
+    }
+    if (rank == 0)
+        printf("# vipl_bench: shm, progress=%s, reliability=%s, idle VIs=%d, one-way latency in us\n",
+               progress, rel, idle);
+    sv_boot_barrier(30000);
+    if (!only || !strcmp(only, "lat")) {
+        if (rank == 0) printf("%-10s %8s %10s %10s\n", "test", "bytes", "median_us", "p99_us");
+        for (const char *p = sizes; *p;) {
+            uint32_t s = (uint32_t)strtoul(p, (char **)&p, 10);
+            if (*p == ',') p++;
+            sv_boot_barrier(30000);
+            latency(&c, rank, s, s >= 16384 ? iters / 4 : iters, csv, label);
+        }
+    }
+    if (!only || !strcmp(only, "bw")) {
+        if (rank == 0) printf("%-10s %8s %10s %12s\n", "test", "bytes", "MB/s", "msgs/s");
+        for (const char *p = sizes; *p;) {
+            uint32_t s = (uint32_t)strtoul(p, (char **)&p, 10);
+            if (*p == ',') p++;
+            int n = msgs ? msgs : (s <= 4096 ? 200000 : 20000);
+            stream(&c, rank, s, n, csv, label);
+        }
+    }
+    if (csv) fclose(csv);
+    sv_boot_barrier(30000);
+    CK(VipDisconnect(c.vi));
+    CK(VipCloseNic(c.nic));
+    free(idle_vis);
+    return 0;
+}

@@ -29,14 +29,24 @@ enum : uint32_t {
 };
 
 // The driver's copy of a work queue: descriptors in the order they were posted, so
-// Done can return them in order once the NIC marks them done.
+// Done can return them in order once the NIC marks them done. Grows on demand up to
+// the NIC's MaxDescriptorsPerQueue.
 struct DriverQueue {
-    explicit DriverQueue(uint32_t cap) : ring(cap), mask(cap - 1) {}
-    std::vector<VIP_DESCRIPTOR*> ring;
-    uint32_t mask;
+    std::vector<VIP_DESCRIPTOR*> ring = std::vector<VIP_DESCRIPTOR*>(64);
+    uint32_t mask = 63;
     uint32_t head = 0, tail = 0;  // under lock
     SpinLock lock;
     bool empty() const { return head == tail; }
+    // Room for one more (under lock); false at the NIC's limit.
+    bool reserve() {
+        if (tail - head <= mask) return true;
+        if (ring.size() >= NICFW_MAX_DESC_PER_QUEUE) return false;
+        std::vector<VIP_DESCRIPTOR*> bigger(ring.size() * 2);
+        for (uint32_t i = head; i != tail; i++) bigger[i & (bigger.size() - 1)] = ring[i & mask];
+        ring.swap(bigger);
+        mask = static_cast<uint32_t>(ring.size() - 1);
+        return true;
+    }
 };
 
 struct vip_nic_impl;
@@ -73,7 +83,6 @@ struct vip_cq {
 };
 
 struct vip_vi {
-    vip_vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE) {}
     uint32_t magic = softvia::vipl::kViMagic;
     vip_nic* nic = nullptr;
     softvia::nicfw::Vi* dev = nullptr;

@@ -36,7 +36,7 @@ VIP_RETURN post(vip_vi* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VI
         return VIP_INVALID_PARAMETER;
     {
         std::lock_guard<SpinLock> g(q.lock);
-        if (q.tail - q.head > q.mask) return VIP_ERROR_RESOURCE;  // queue full
+        if (!q.reserve()) return VIP_ERROR_RESOURCE;  // MaxDescriptorsPerQueue outstanding
         d->CS.Status = 0;
         q.ring[q.tail++ & q.mask] = d;
         nicfw_doorbell db{reinterpret_cast<uint64_t>(d), memh,

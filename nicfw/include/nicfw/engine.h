@@ -70,14 +70,18 @@ struct WorkItem {
     uint32_t memh;
 };
 
-// Fixed-capacity FIFO of descriptors, private to the device.
+// FIFO of descriptors, private to the device. Starts small and doubles up to its
+// limit, so thousands of idle VIs cost little memory.
 class WorkQueue {
 public:
-    explicit WorkQueue(uint32_t cap_pow2) : ring_(cap_pow2), mask_(cap_pow2 - 1) {}
+    explicit WorkQueue(uint32_t limit_pow2) : ring_(kInitial), mask_(kInitial - 1), limit_(limit_pow2) {}
     bool empty() const { return head_ == tail_; }
     uint32_t size() const { return tail_ - head_; }
     bool push(WorkItem w) {
-        if (tail_ - head_ > mask_) return false;
+        if (tail_ - head_ > mask_) {
+            if (ring_.size() >= limit_) return false;
+            grow();
+        }
         ring_[tail_++ & mask_] = w;
         return true;
     }
@@ -85,8 +89,15 @@ public:
     void pop() { head_++; }
 
 private:
+    static constexpr uint32_t kInitial = 64;
+    void grow() {
+        std::vector<WorkItem> bigger(ring_.size() * 2);
+        for (uint32_t i = head_; i != tail_; i++) bigger[i & (bigger.size() - 1)] = ring_[i & mask_];
+        ring_.swap(bigger);
+        mask_ = static_cast<uint32_t>(ring_.size() - 1);
+    }
     std::vector<WorkItem> ring_;
-    uint32_t mask_, head_ = 0, tail_ = 0;
+    uint32_t mask_, limit_, head_ = 0, tail_ = 0;
 };
 
 // Completion queue: the device produces, the driver consumes.

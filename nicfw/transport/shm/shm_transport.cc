@@ -2,7 +2,9 @@
 #include "shm_transport.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -121,8 +123,10 @@ int ShmTransport::create(std::unique_ptr<ShmTransport>* out) {
 
 ShmTransport::~ShmTransport() {
     if (seg_) seg_->alive.store(0, std::memory_order_release);
-    for (auto& p : peers_)
+    for (auto& p : peers_) {
         if (p.mapped_here && p.seg) munmap(p.seg, p.seg_len);
+        if (p.pidfd >= 0) close(p.pidfd);
+    }
     if (seg_) munmap(seg_, seg_len_);
     if (memfd_ >= 0) close(memfd_);
 }
@@ -175,6 +179,9 @@ int ShmTransport::peer_for(const uint8_t* addr, size_t len, bool* created) {
         int rc = map_peer(pid, fd, nonce, &p.seg, &p.seg_len);
         if (rc < 0) return rc;
         p.mapped_here = true;
+        // A pidfd reports the exit of exactly this process, zombie or reaped, and never
+        // a later process that reuses the pid. Without one we fall back to kill(pid, 0).
+        p.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
     }
     peers_.push_back(std::move(p));
     int id = static_cast<int>(peers_.size() - 1);
@@ -322,8 +329,13 @@ void ShmTransport::poll_slow(std::vector<TransportEvent>& events) {
         if (p.dead) continue;
         if (p.hello_pending) post_hello(p);
         if (p.seg == seg_) continue;  // ourselves
-        bool gone = !p.seg->alive.load(std::memory_order_acquire) ||
-                    (kill(static_cast<pid_t>(p.pid), 0) != 0 && errno == ESRCH);
+        bool gone = !p.seg->alive.load(std::memory_order_acquire);
+        if (!gone && p.pidfd >= 0) {
+            pollfd pfd{p.pidfd, POLLIN, 0};
+            gone = poll(&pfd, 1, 0) > 0;
+        } else if (!gone) {
+            gone = kill(static_cast<pid_t>(p.pid), 0) != 0 && errno == ESRCH;
+        }
         if (!gone) continue;
         p.dead = true;
         if (p.tx_lane >= 0) free_lanes_.push_back(static_cast<uint32_t>(p.tx_lane));

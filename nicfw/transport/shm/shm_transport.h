@@ -56,6 +56,7 @@ private:
         size_t seg_len = 0;
         bool mapped_here = false;   // we own the mapping (not self)
         bool dead = false;
+        int pidfd = -1;             // readable once the peer process has exited
         // tx: our lane to this peer
         int tx_lane = -1;
         uint64_t prod = 0, cached_cons = 0;

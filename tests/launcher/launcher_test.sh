@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# launcher_test.sh CASE SOFTVIA_RUN LAUNCHER_CHILD
+# One ctest case per invocation; prints what went wrong and exits 1 on failure.
+set -u
+
+case_name=$1
+RUN=$2
+CHILD=$3
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/launcher_test.XXXXXX") || exit 1
+ROOT=$T/root # job root, so we can check that nothing is left in it
+mkdir -p "$ROOT" "$T/pids" "$T/out"
+export SOFTVIA_JOB_ROOT=$ROOT
+trap 'rm -rf "$T"' EXIT
+
+fail() {
+    echo "FAIL [$case_name]: $*" >&2
+    for f in "$T"/stdout "$T"/stderr; do
+        [ -s "$f" ] && { echo "--- $(basename "$f"):" >&2; cat "$f" >&2; }
+    done
+    exit 1
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# Runs softvia-run with the given arguments; sets rc and ms (elapsed).
+run() {
+    local t0
+    t0=$(now_ms)
+    "$RUN" "$@" >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    ms=$(($(now_ms) - t0))
+}
+
+expect_rc() { [ "$rc" -eq "$1" ] || fail "exit code $rc, expected $1"; }
+expect_faster() { [ "$ms" -lt "$1" ] || fail "took $ms ms, expected < $1 ms"; }
+expect_root_empty() {
+    [ -z "$(ls -A "$ROOT")" ] || fail "job root not empty: $(ls -A "$ROOT")"
+}
+
+# Alive = exists and is not a zombie (PID 1 in a container may not reap).
+alive() {
+    local st
+    st=$(sed -n 's/^[0-9]* (.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null) || return 1
+    [ -n "$st" ] && [ "$st" != Z ]
+}
+
+expect_pids_dead() {
+    local f n=0
+    for f in "$T"/pids/pid.*; do
+        [ -e "$f" ] || continue
+        n=$((n + 1))
+        alive "$(cat "$f")" && fail "rank process $(cat "$f") ($(basename "$f")) survived"
+    done
+    [ "$n" -ge "${1:-1}" ] || fail "only $n pid files recorded"
+}
+
+wait_for_pids() { # wait until $1 pid files exist
+    local i
+    for ((i = 0; i < 1000; i++)); do
+        [ "$(ls "$T/pids" | grep -c '^pid\.')" -ge "$1" ] && return 0
+        sleep 0.01
+    done
+    fail "ranks did not start"
+}
+
+case $case_name in
+child_failure)
+    # Rank 2 exits 3 once all ranks run; the others sleep forever.
+    run -n 4 "$CHILD" fail "$T/pids" 2 3
+    expect_rc 3
+    expect_faster 5000
+    expect_pids_dead 4
+    expect_root_empty
+    ;;
+term_ignored)
+    # The others ignore SIGTERM: the launcher must SIGKILL them after ~2 s.
+    run -n 3 "$CHILD" fail "$T/pids" 0 5 noterm
+    expect_rc 5
+    [ "$ms" -ge 1800 ] || fail "SIGKILL came after $ms ms, expected a ~2 s grace period"
+    expect_faster 8000
+    expect_pids_dead 3
+    expect_root_empty
+    ;;
+child_signal)
+    # A rank killed by SIGUSR1 (10) gives 128+10.
+    run -n 3 "$CHILD" signal 1 10
+    expect_rc 138
+    expect_faster 5000
+    expect_root_empty
+    ;;
+timeout)
+    run -n 3 --timeout 1 "$CHILD" park "$T/pids"
+    expect_rc 124
+    [ "$ms" -ge 900 ] || fail "timed out after only $ms ms"
+    expect_faster 5000
+    grep -qx 'softvia-run: timeout after 1 s' "$T/stderr" || fail "no timeout message"
+    [ ! -s "$T/stdout" ] || fail "unexpected stdout"
+    expect_pids_dead 3
+    expect_root_empty
+    ;;
+timeout_not_reached)
+    run -n 2 --timeout 30 "$CHILD" args ok
+    expect_rc 0
+    [ "$(cat "$T/stdout")" = "$(printf 'ok\nok')" ] || fail "bad output"
+    [ ! -s "$T/stderr" ] || fail "unexpected stderr"
+    ;;
+jobdir)
+    run -n 3 "$CHILD" env "$T/out"
+    expect_rc 0
+    [ ! -s "$T/stdout" ] && [ ! -s "$T/stderr" ] || fail "launcher printed something on success"
+    dirs=$(cat "$T"/out/jobdir.* | sort -u)
+    [ "$(ls "$T/out" | wc -l)" -eq 3 ] || fail "not every rank reported"
+    [ "$(echo "$dirs" | wc -l)" -eq 1 ] || fail "ranks disagree on the job dir: $dirs"
+    case $dirs in "$(realpath "$ROOT")"/softvia-job.*) ;; *) fail "job dir $dirs not in root" ;; esac
+    [ ! -e "$dirs" ] || fail "job dir $dirs still exists"
+    expect_root_empty
+    # Default root /dev/shm.
+    unset SOFTVIA_JOB_ROOT
+    rm -f "$T"/out/*
+    run -n 2 "$CHILD" env "$T/out"
+    expect_rc 0
+    d=$(cat "$T/out/jobdir.0")
+    case $d in /dev/shm/softvia-job.*) ;; *) fail "default job dir is $d" ;; esac
+    [ ! -e "$d" ] || fail "job dir $d still exists"
+    ;;
+bad_args)
+    check_usage() {
+        run "$@"
+        [ "$rc" -eq 2 ] || fail "'$*': exit code $rc, expected 2"
+        grep -q '^usage: softvia-run' "$T/stderr" || fail "'$*': no usage line"
+        [ ! -e "$T/ran" ] || fail "'$*': the program ran"
+        expect_root_empty
+    }
+    check_usage -n 0 touch "$T/ran"
+    check_usage -n 4097 touch "$T/ran"
+    check_usage -n -1 touch "$T/ran"
+    check_usage -n abc touch "$T/ran"
+    check_usage -n 2x touch "$T/ran"
+    check_usage -n 4
+    check_usage -n 4 --
+    check_usage touch "$T/ran"
+    check_usage -n
+    check_usage --bogus -n 2 touch "$T/ran"
+    check_usage -n 2 -x touch "$T/ran"
+    check_usage -n 2 --timeout touch "$T/ran"
+    check_usage -n 2 --timeout 0 touch "$T/ran"
+    check_usage -n 2 --timeout -3 touch "$T/ran"
+    check_usage -n 2 --timeout abc touch "$T/ran"
+    check_usage
+    run --help
+    expect_rc 0
+    grep -q '^usage: softvia-run' "$T/stdout" || fail "--help prints no usage"
+    ;;
+exec_failure)
+    run -n 2 "$T/no-such-program"
+    expect_rc 127
+    grep -q "cannot execute" "$T/stderr" || fail "no exec error message"
+    expect_root_empty
+    ;;
+args)
+    # Options after the program name belong to the program.
+    run -n 1 -- "$CHILD" args -n 5 --timeout "two words"
+    expect_rc 0
+    [ "$(cat "$T/stdout")" = "$(printf -- '-n\n5\n--timeout\ntwo words')" ] || fail "args mangled"
+    ;;
+tag_output)
+    run -n 3 --tag-output "$CHILD" echo
+    expect_rc 0
+    want_out=$(for r in 0 1 2; do printf '[%d] out %d line1\n[%d] out %d line2\n[%d] partial %d\n' \
+        $r $r $r $r $r $r; done | sort)
+    [ "$(sort "$T/stdout")" = "$want_out" ] || fail "tagged stdout wrong"
+    [ "$(sort "$T/stderr")" = "$(printf '[0] err 0\n[1] err 1\n[2] err 2')" ] || fail "tagged stderr wrong"
+    # Per rank, line order is kept.
+    for r in 0 1 2; do
+        [ "$(grep "^\[$r\]" "$T/stdout" | head -1)" = "[$r] out $r line1" ] || fail "order, rank $r"
+    done
+    # Without the flag the output is untouched.
+    run -n 2 "$CHILD" echo
+    expect_rc 0
+    grep -q '^\[' "$T/stdout" && fail "untagged output has tags"
+    # (Untagged lines of the two ranks may interleave, so only count pieces.)
+    [ "$(grep -o 'line1' "$T/stdout" | wc -l)" -eq 2 ] || fail "untagged stdout wrong"
+    ;;
+pin)
+    run -n 4 --pin "$CHILD" pin
+    expect_rc 0
+    # Expected CPU for rank i: the (i mod k)-th CPU we may run on.
+    mapfile -t cpus < <(awk '/^Cpus_allowed_list/ {
+        n = split($2, part, ",")
+        for (i = 1; i <= n; i++) {
+            m = split(part[i], r, "-"); lo = r[1] + 0; hi = (m > 1 ? r[2] : r[1]) + 0
+            for (c = lo; c <= hi; c++) print c
+        } }' /proc/self/status)
+    [ "${#cpus[@]}" -ge 1 ] || fail "cannot read the allowed CPU list"
+    for r in 0 1 2 3; do
+        want="$r ${cpus[$((r % ${#cpus[@]}))]}"
+        grep -qx "$want" "$T/stdout" || fail "rank $r not pinned as '$want': $(cat "$T/stdout")"
+    done
+    # Without --pin nobody is pinned (unless we only have one CPU anyway).
+    if [ "${#cpus[@]}" -gt 1 ]; then
+        run -n 2 "$CHILD" pin
+        [ "$(grep -c ' many$' "$T/stdout")" -eq 2 ] || fail "ranks pinned without --pin"
+    fi
+    ;;
+sigterm)
+    # SIGTERM to the launcher is forwarded; it then dies of SIGTERM itself.
+    t0=$(now_ms)
+    "$RUN" -n 3 "$CHILD" park "$T/pids" >"$T/stdout" 2>"$T/stderr" &
+    lpid=$!
+    wait_for_pids 3
+    kill -TERM "$lpid"
+    wait "$lpid"
+    rc=$?
+    ms=$(($(now_ms) - t0))
+    expect_rc 143
+    expect_faster 5000
+    expect_pids_dead 3
+    expect_root_empty
+    ;;
+launcher_killed)
+    # SIGKILL to the launcher: PR_SET_PDEATHSIG must take the ranks down.
+    "$RUN" -n 3 "$CHILD" park-noterm "$T/pids" >"$T/stdout" 2>"$T/stderr" &
+    lpid=$!
+    wait_for_pids 3
+    kill -KILL "$lpid"
+    wait "$lpid" 2>/dev/null
+    for ((i = 0; i < 300; i++)); do
+        left=0
+        for f in "$T"/pids/pid.*; do alive "$(cat "$f")" && left=1; done
+        [ $left -eq 0 ] && break
+        sleep 0.01
+    done
+    expect_pids_dead 3
+    ;;
+*)
+    echo "unknown case $case_name" >&2
+    exit 2
+    ;;
+esac
+exit 0

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# compare.sh -- softvia's VIPL figures beside the peer's, measured now on this machine.
+#
+#   tools/bench/compare.sh [BUILD_DIR] [--quick]
+#
+# Ours: vipl_bench over shm with inline progress, ranks pinned to cores 0 and 1.
+# Peer: ucx_perftest over UCX shared memory (UCX_TLS=shm,self), pinned the same way.
+# Prints one table: metric, ours, peer, ratio, target. Also writes bench-results.csv
+# in BUILD_DIR with every figure. Exit status 0 even when a target is missed: this
+# reports; it does not gate.
+set -uo pipefail
+build=${1:-build/release}
+quick=0; [[ ${2:-} == --quick ]] && quick=1
+run="$build/tools/launcher/softvia-run"
+bench="$build/tools/bench/vipl_bench"
+for f in "$run" "$bench"; do [[ -x $f ]] || { echo "compare.sh: $f not built" >&2; exit 2; }; done
+csv="$build/bench-results.csv"
+echo "kind,label,bytes,median_us,p99_us,MBps,msgs_per_s" > "$csv"
+iters=100000; ((quick)) && iters=20000
+
+ours() {  # label, extra args...
+  local label=$1; shift
+  timeout 300 "$run" -n 2 --pin "$bench" --csv "$csv" --label "$label" --iters "$iters" "$@"
+}
+
+ucx() {  # test size field -> the figure from ucx_perftest's Final: line
+  command -v ucx_perftest >/dev/null || { echo "n/a"; return; }
+  local port=$((20000 + RANDOM % 20000)) n=200000
+  ((quick)) && n=50000
+  UCX_TLS=shm,self taskset -c 0 timeout 60 ucx_perftest -p $port >/dev/null 2>&1 &
+  local srv=$!
+  sleep 1
+  UCX_TLS=shm,self taskset -c 1 timeout 55 ucx_perftest 127.0.0.1 -p $port -t "$1" -s "$2" -n $n 2>/dev/null |
+    awk -v f="$3" '/^Final:/ {print $f}'
+  wait $srv 2>/dev/null
+}
+
+get() {  # kind label bytes column -> value from our CSV
+  awk -F, -v k="$1" -v l="$2" -v b="$3" -v c="$4" '$1==k && $2==l && $3==b {v=$c} END {print v}' "$csv"
+}
+
+echo "== softvia vipl_bench (shm, inline progress), 1 VI"
+ours vipl-1vi --sizes 8,64,1024,4096,65536
+echo
+echo "== softvia vipl_bench with 1000 idle VIs connected beside the measured one"
+ours vipl-1000vi --sizes 8 --only lat --idle-vis 1000
+echo
+echo "== ucx_perftest (UCX_TLS=shm,self)"
+ucx_lat=$(ucx tag_lat 8 3)
+ucx_rate=$(ucx ucp_am_bw 8 9)
+ucx_bw=$(ucx ucp_am_bw 4096 7)
+echo "tag_lat 8 B one-way median us: $ucx_lat; ucp_am_bw 8 B msgs/s: $ucx_rate; ucp_am_bw 4 KiB MB/s: $ucx_bw"
+echo
+
+lat1=$(get latency vipl-1vi 8 4)
+lat1000=$(get latency vipl-1000vi 8 4)
+bw=$(get stream vipl-1vi 4096 6)
+rate=$(get stream vipl-1vi 8 7)
+row() {  # metric ours peer ratio_expr target
+  printf "%-40s %12s %12s %8s   %s\n" "$1" "$2" "$3" "$4" "$5"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+echo "== summary (ratio = ours / peer)"
+row metric ours peer ratio target
+row "8 B one-way latency, us (median)" "$lat1" "$ucx_lat" "$(ratio "$lat1" "$ucx_lat")" "<= 2.00 (goal 1.00)"
+row "8 B latency, 1000 idle VIs vs 1 VI, us" "$lat1000" "$lat1" "$(ratio "$lat1000" "$lat1")" "<= 1.10"
+row "4 KiB streaming bandwidth, MB/s" "$bw" "$ucx_bw" "$(ratio "$bw" "$ucx_bw")" "report"
+row "8 B message rate, msgs/s" "$rate" "$ucx_rate" "$(ratio "$rate" "$ucx_rate")" "report"
+echo "(all figures: $csv)"

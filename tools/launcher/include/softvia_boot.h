@@ -1,0 +1,80 @@
+/* softvia_boot.h - bootstrap helpers for programs started by softvia-run.
+ *
+ * Job directory protocol (shared with the vipl name service; keep in sync):
+ *
+ *   softvia-run creates  ${SOFTVIA_JOB_ROOT:-/dev/shm}/softvia-job.<launcher pid>.<random hex>
+ *   (mode 0700) with the subdirectories names/ and kv/, and removes it recursively
+ *   when it exits. Each child gets these environment variables:
+ *     SOFTVIA_RANK     0..N-1
+ *     SOFTVIA_SIZE     N
+ *     SOFTVIA_JOB_DIR  absolute path of the job directory
+ *     SOFTVIA_JOB_ID   basename of SOFTVIA_JOB_DIR
+ *
+ *   names/<name>  one line: the address bytes in lowercase hex, then "\n".
+ *   kv/<key>      the raw value bytes.
+ *   Every file is written to a temporary file in the same directory whose name
+ *   starts with ".tmp~" and then renamed into place, so a reader either sees no
+ *   file or the complete file. Directory scanners must skip names starting
+ *   with '.'. Keys starting with '@' (never valid user keys) are used
+ *   internally by the collectives.
+ *
+ * All functions return 0 on success or a negative errno value:
+ *   -EINVAL     bad arguments or malformed environment
+ *   -ENOENT     not launched / no job directory
+ *   -ETIMEDOUT  the timeout expired
+ *   -ENOSPC     a value does not fit in the caller's buffer
+ *   -EIO        I/O failure, or the job directory disappeared (launcher gone)
+ *
+ * Timeouts are in milliseconds; a negative timeout waits forever, 0 checks once.
+ * Not thread-safe: call the collectives from one thread, in the same order on
+ * every rank (like MPI collectives). put/get may be used from any thread.
+ */
+#ifndef SOFTVIA_BOOT_H
+#define SOFTVIA_BOOT_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest key or name accepted (a single path component). */
+#define SV_BOOT_KEY_MAX 255
+
+/* Reads SOFTVIA_RANK/SOFTVIA_SIZE/SOFTVIA_JOB_DIR (again on every call).
+ * Not launched (RANK and SIZE both unset): rank 0, size 1, returns 0.
+ * Malformed values, only one of RANK/SIZE set, SIZE > 1 without a job
+ * directory, or a relative job directory: -EINVAL.
+ * rank and size may be NULL. The other functions call this lazily. */
+int sv_boot_init(int *rank, int *size);
+
+/* The job directory (SOFTVIA_JOB_DIR), or NULL when it is not set. */
+const char *sv_boot_job_dir(void);
+
+/* Stores kv/<key> atomically (replacing an older value).
+ * key must match [A-Za-z0-9._-]+ (not "." or "..", at most SV_BOOT_KEY_MAX). */
+int sv_boot_put(const char *key, const void *val, size_t len);
+
+/* Waits until kv/<key> exists, then copies it into val (cap bytes) and sets
+ * *len (if len is not NULL) to its size. A value larger than cap gives
+ * -ENOSPC with *len set to the size needed. */
+int sv_boot_get(const char *key, void *val, size_t cap, size_t *len, int timeout_ms);
+
+/* Every rank contributes len bytes; all (size*len bytes) receives them in rank
+ * order. mine may alias its own slot all + rank*len. All ranks must pass the
+ * same len. Size 1: copies mine into all. */
+int sv_boot_allgather(const void *mine, size_t len, void *all, int timeout_ms);
+
+/* Returns once every rank has entered the barrier. Size 1: returns 0. */
+int sv_boot_barrier(int timeout_ms);
+
+/* Writes names/<name> (lowercase hex of addr, then "\n") atomically.
+ * name: printable ASCII without spaces or '/', not starting with '.',
+ * at most SV_BOOT_KEY_MAX bytes. len must be 1..65536. */
+int sv_boot_publish_name(const char *name, const void *addr, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOFTVIA_BOOT_H */

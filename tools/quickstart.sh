@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# softvia quick start: install what is needed from Debian, build, and run.
+#   tools/quickstart.sh bench   build (release) and run the two-process VIPL benchmark,
+#                               beside ucx_perftest on the same machine
+#   tools/quickstart.sh test    build release and ASan+UBSan, run the whole test suite in both
+# Needs root (or sudo) only for apt-get; everything else runs as the calling user.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-}
+case "$what" in bench|test) ;; *) echo "usage: $0 bench|test" >&2; exit 2 ;; esac
+
+packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
+          libbenchmark-dev iproute2 procps)
+[[ $what == bench ]] && packages+=(ucx-utils)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  sudo=""; [[ $(id -u) -ne 0 ]] && sudo=sudo
+  echo "== installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+build() {  # preset
+  cmake --preset "$1" -G Ninja >/dev/null
+  cmake --build --preset "$1"
+}
+
+if [[ $what == bench ]]; then
+  build release
+  exec tools/bench/compare.sh build/release
+fi
+
+status=0
+for preset in release asan; do
+  echo "== build and test: $preset"
+  build "$preset"
+  # -j2: two tests at a time; multi-process tests hold the "cpus" lock and run alone.
+  ctest --preset "$preset" -j2 || status=1
+done
+exit $status

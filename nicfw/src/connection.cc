@@ -60,10 +60,7 @@ int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint
     nicfw_conn_payload pl = attrs_payload(vi->attrs);
     pl.dst_disc_len = static_cast<uint16_t>(dlen);
     memcpy(pl.disc, disc, dlen);
-    if (!send_control(peer, NICFW_F_CONN_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl)) {
-        connect_done(*vi, VIP_STATE_IDLE, VIP_ERROR_RESOURCE);
-        return -EAGAIN;
-    }
+    send_control(peer, NICFW_F_CONN_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl);
     return 0;
 }
 
@@ -107,8 +104,7 @@ int Engine::accept(const ConnRequest& req, Vi* vi) {
     vi->st->peer = static_cast<uint16_t>(req.peer);
     vi->st->remote_vi = req.client_vi;
     nicfw_conn_payload pl = attrs_payload(vi->attrs);
-    if (!send_control(req.peer, NICFW_F_CONN_ACCEPT, req.client_vi, vi->id, req.req_id, &pl))
-        return -EAGAIN;
+    send_control(req.peer, NICFW_F_CONN_ACCEPT, req.client_vi, vi->id, req.req_id, &pl);
     connect_done(*vi, VIP_STATE_CONNECTED, VIP_SUCCESS);
     return 0;
 }

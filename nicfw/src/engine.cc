@@ -71,6 +71,7 @@ Engine::~Engine() {
     for (auto& v : vis_)
         if (v && v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
             send_control(v->peer, NICFW_F_DISCONNECT, v->remote_vi, v->id, 0, nullptr);
+    flush_backlog();  // best effort: a peer that stopped reading learns from the liveness check
     tr_.reset();
     if (status_) munmap(status_, status_len_);
     if (status_fd_ >= 0) close(status_fd_);
@@ -301,6 +302,7 @@ bool Engine::service_doorbells() {
 // ---------------------------------------------------------------- main loop
 bool Engine::step_locked() {
     bool did = service_doorbells();
+    if (!backlog_.empty()) did |= flush_backlog();
     if (!tx_active_.empty()) did |= transmit();
     RxFrame frames[32];
     int n = tr_->rx_burst(frames, 32);
@@ -309,6 +311,7 @@ bool Engine::step_locked() {
         tr_->rx_release();
         did = true;
     }
+    if (!ack_owed_.empty()) did |= flush_acks();
     // The slow path (link set-up, liveness, connection timers) runs about every 1 ms.
     if ((++step_count_ & 63) == 0 || !did) {
         uint64_t now = now_ns();
@@ -355,6 +358,7 @@ void Engine::slow_path(uint64_t now) {
     tr_->poll_slow(events_);
     for (const TransportEvent& ev : events_) {
         if (ev.kind != PeerEvent::kDead) continue;
+        flush_backlog();  // drops what was waiting for the dead peer
         for (auto& v : vis_) {
             if (!v || v->peer != ev.peer) continue;
             uint32_t st = v->state.load(std::memory_order_relaxed);

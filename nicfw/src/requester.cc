@@ -78,6 +78,8 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
 }
 
 uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr) {
+    // Frames queue behind control frames waiting for this peer's link.
+    if (static_cast<size_t>(peer) < backlog_per_peer_.size() && backlog_per_peer_[peer]) return nullptr;
     uint8_t* f = tr_->tx_reserve(peer, static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload);
     if (!f) return nullptr;
     *hdr = reinterpret_cast<nicfw_frame_hdr*>(f);
@@ -92,25 +94,82 @@ void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload) {
     status_->nic.tx_bytes += len;
 }
 
-bool Engine::send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_vi, uint32_t req_id,
-                          const nicfw_conn_payload* pl) {
-    if (peer < 0 || !tr_->peer_alive(peer)) return false;
-    uint32_t plen = pl ? static_cast<uint32_t>(offsetof(nicfw_conn_payload, disc)) + pl->src_disc_len +
-                             pl->dst_disc_len
-                       : 0;
-    nicfw_frame_hdr* h;
-    uint8_t* p = frame_reserve(peer, plen, &h);
-    if (!p) return false;  // link full: connection frames are retried by their callers
-    memset(h, 0, sizeof *h);
-    h->type = type;
-    h->version = NICFW_ABI_VERSION;
-    h->dst_vi = dst_vi;
-    h->src_vi = src_vi;
-    h->msg_len = plen;
-    h->seq = req_id;
-    if (pl) memcpy(p, pl, plen);
-    frame_commit(peer, h, plen);
+bool Engine::try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload) {
+    uint8_t* f = tr_->tx_reserve(peer, static_cast<uint32_t>(sizeof h) + h.msg_len);
+    if (!f) return false;
+    memcpy(f, &h, sizeof h);
+    if (h.msg_len) memcpy(f + sizeof h, payload, h.msg_len);
+    frame_commit(peer, reinterpret_cast<nicfw_frame_hdr*>(f), h.msg_len);
     return true;
+}
+
+void Engine::send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_vi, uint32_t req_id,
+                          const nicfw_conn_payload* pl) {
+    if (peer < 0 || !tr_->peer_alive(peer)) return;  // a dead peer hears nothing
+    nicfw_frame_hdr h{};
+    h.type = type;
+    h.version = NICFW_ABI_VERSION;
+    h.dst_vi = dst_vi;
+    h.src_vi = src_vi;
+    h.seq = req_id;
+    h.msg_len = pl ? static_cast<uint32_t>(offsetof(nicfw_conn_payload, disc)) + pl->src_disc_len +
+                         pl->dst_disc_len
+                   : 0;
+    const uint8_t* payload = reinterpret_cast<const uint8_t*>(pl);
+    if (static_cast<size_t>(peer) >= backlog_per_peer_.size()) backlog_per_peer_.resize(peer + 1, 0);
+    if (backlog_per_peer_[peer] == 0 && try_control(peer, h, payload)) return;
+    backlog_.push_back({peer, h, std::vector<uint8_t>(payload, payload + h.msg_len)});
+    backlog_per_peer_[peer]++;
+}
+
+bool Engine::flush_backlog() {
+    bool did = false;
+    std::vector<bool> stuck(backlog_per_peer_.size(), false);  // keep per-peer order
+    for (size_t i = 0; i < backlog_.size();) {
+        PendingControl& c = backlog_[i];
+        if (!tr_->peer_alive(c.peer) || (!stuck[c.peer] && try_control(c.peer, c.hdr, c.payload.data()))) {
+            backlog_per_peer_[c.peer]--;
+            backlog_.erase(backlog_.begin() + static_cast<std::ptrdiff_t>(i));
+            did = true;
+        } else {
+            stuck[c.peer] = true;
+            i++;
+        }
+    }
+    return did;
+}
+
+// Reliable reception: one ACK per VI per step covers every message placed since the
+// last one (acks_owed), so a burst of receives costs one frame back.
+bool Engine::flush_acks() {
+    bool did = false;
+    for (size_t i = 0; i < ack_owed_.size();) {
+        Vi* vi = ack_owed_[i];
+        bool done = vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED || vi->acks_owed == 0;
+        if (!done) {
+            nicfw_frame_hdr* a;
+            if (frame_reserve(vi->peer, 0, &a)) {
+                memset(a, 0, sizeof *a);
+                a->type = NICFW_F_ACK;
+                a->version = NICFW_ABI_VERSION;
+                a->dst_vi = vi->remote_vi;
+                a->src_vi = vi->id;
+                a->imm = vi->acks_owed;
+                a->seq = vi->rx_seq;
+                frame_commit(vi->peer, a, 0);
+                vi->acks_owed = 0;
+                did = done = true;
+            }
+        }
+        if (done) {
+            vi->ack_listed = false;
+            ack_owed_[i] = ack_owed_.back();
+            ack_owed_.pop_back();
+        } else {
+            i++;  // link full: try again next step
+        }
+    }
+    return did;
 }
 
 void Engine::count_tx(Vi& vi, uint32_t bytes) {

@@ -113,21 +113,19 @@ void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last
         status |= VIP_STATUS_IMMEDIATE;
     }
     complete(vi, true, w.desc, status, (status & VIP_STATUS_ERROR_MASK) ? 0 : vi.rx_len);
-    if (vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION && !(status & VIP_STATUS_ERROR_MASK)) {
-        // Tell the sender its message is placed (reliable reception completes on this).
-        nicfw_frame_hdr* a;
-        if (frame_reserve(vi.peer, 0, &a)) {
-            memset(a, 0, sizeof *a);
-            a->type = NICFW_F_ACK;
-            a->version = NICFW_ABI_VERSION;
-            a->dst_vi = vi.remote_vi;
-            a->src_vi = vi.id;
-            a->imm = 1;
-            a->seq = vi.rx_seq;
-            frame_commit(vi.peer, a, 0);
+    if (status & VIP_STATUS_ERROR_MASK) {
+        // VIA: on a reliable VI a message the receive descriptor cannot take (too small,
+        // bad segments) breaks the connection.
+        if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE)
+            flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+        return;
+    }
+    if (vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
+        vi.acks_owed++;  // sent by flush_acks() at the end of this step
+        if (!vi.ack_listed) {
+            vi.ack_listed = true;
+            ack_owed_.push_back(&vi);
         }
-        // A full lane here means the peer stopped reading; the liveness check finds a
-        // dead peer and flushes both sides.
     }
 }
 

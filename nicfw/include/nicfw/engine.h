@@ -177,6 +177,8 @@ struct Vi {
     uint32_t rx_len = 0, rx_cap = 0, rx_nsegs = 0, rx_status = 0;
     Seg rx_segs[NICFW_MAX_SEGMENTS];
     uint32_t rx_seq = 0;
+    uint32_t acks_owed = 0;  // reliable reception: placed messages not yet acknowledged
+    bool ack_listed = false;
 
     nicfw_vi_status* st = nullptr;  // this VI's line in the status page
 };
@@ -259,8 +261,13 @@ private:
     uint32_t check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount);
     uint8_t* frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr);
     void frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload);
-    bool send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_vi, uint32_t req_id,
+    // Control frames never get lost to a full link: they wait in a per-peer backlog,
+    // and data to that peer waits behind them so the order on the wire is kept.
+    void send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_vi, uint32_t req_id,
                       const nicfw_conn_payload* pl);
+    bool try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
+    bool flush_backlog();
+    bool flush_acks();
 
     // responder
     void handle_frame(const RxFrame& f);
@@ -301,6 +308,15 @@ private:
     uint32_t next_ptag_ = 1;
     std::vector<std::unique_ptr<Listener>> listeners_;
     std::vector<Vi*> connecting_;  // VIs with a connect in progress (timers)
+    std::vector<Vi*> ack_owed_;    // VIs with acknowledgements to send
+
+    struct PendingControl {
+        int peer;
+        nicfw_frame_hdr hdr;
+        std::vector<uint8_t> payload;
+    };
+    std::vector<PendingControl> backlog_;      // in order of sending
+    std::vector<uint32_t> backlog_per_peer_;   // entries per peer, indexed by peer
 
     // Status page (memfd) for softvia-nicinfo.
     int status_fd_ = -1;

@@ -1,8 +1,10 @@
 // engine.cc -- NIC creation, control path, doorbell service and the main loop.
 #include "nicfw/engine.h"
 
+#include <linux/futex.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -332,6 +334,20 @@ bool Engine::progress() {
     return did;
 }
 
+void Engine::sleep_on_events(uint32_t ev) {
+    struct timespec ts = {0, 1000000};  // a missed wake-up costs at most this
+    syscall(SYS_futex, &events_, FUTEX_WAIT_PRIVATE, ev, &ts, nullptr, 0);
+}
+
+void Engine::wake_sleepers() {
+    // Pairs with block(): our completions are published before we look for sleepers,
+    // and a sleeper registers before it re-checks its condition.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_relaxed) == 0) return;
+    events_.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, &events_, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
 void Engine::firmware_thread() {
     uint32_t idle = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
@@ -341,6 +357,7 @@ void Engine::firmware_thread() {
         if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
         if (ctl_waiters_.load(std::memory_order_relaxed)) sched_yield();  // let control calls in
         if (did) {
+            wake_sleepers();
             idle = 0;
         } else if (++idle > 20000) {
             // Long idle: back off so a polling thread does not starve a 2-core host.
@@ -354,9 +371,10 @@ void Engine::firmware_thread() {
 }
 
 void Engine::slow_path(uint64_t now) {
-    events_.clear();
-    tr_->poll_slow(events_);
-    for (const TransportEvent& ev : events_) {
+    tr_events_.clear();
+    tr_->poll_slow(tr_events_);
+    status_->peers = static_cast<uint32_t>(tr_->peer_count());
+    for (const TransportEvent& ev : tr_events_) {
         if (ev.kind != PeerEvent::kDead) continue;
         flush_backlog();  // drops what was waiting for the dead peer
         for (auto& v : vis_) {

@@ -11,7 +11,8 @@
  * figures are bandwidth (MB/s, 10^6 bytes) and messages per second. --idle-vis K opens
  * and connects K more VI pairs that carry no traffic, to show that doorbell service
  * does not grow with the number of VIs.
- * Both sides busy-poll (VipRecvDone / VipSendDone); run with --pin to place the ranks on
+ * With inline progress both sides busy-poll (VipRecvDone / VipSendDone); with thread
+ * progress they use VipRecvWait / VipSendWait. Run with --pin to place the ranks on
  * cores 0 and 1, as tools/bench/compare.sh and the peer figures do.
  */
 #define _GNU_SOURCE
@@ -68,11 +69,18 @@ static void repost(struct ctx *c, VIP_DESCRIPTOR *d) {
     post_recv(c, (int)(((char *)d - (char *)c->rd[0]) / 256));
 }
 
+/* Inline progress: busy-poll Done. Thread progress: the Wait calls, which sleep after a
+ * short spin so that only the firmware threads poll. */
+static int use_wait;
+
 static VIP_DESCRIPTOR *spin_recv(struct ctx *c) {
     VIP_DESCRIPTOR *d;
     VIP_RETURN r;
-    while ((r = VipRecvDone(c->vi, &d)) == VIP_NOT_DONE) {
-    }
+    if (use_wait)
+        r = VipRecvWait(c->vi, VIP_INFINITE, &d);
+    else
+        while ((r = VipRecvDone(c->vi, &d)) == VIP_NOT_DONE) {
+        }
     if (r != VIP_SUCCESS) DIE("VipRecvDone: %s", VipExtReturnString(r));
     if (d->CS.Status & VIP_STATUS_ERROR_MASK) DIE("receive completed with status 0x%x", d->CS.Status);
     return d;
@@ -81,8 +89,11 @@ static VIP_DESCRIPTOR *spin_recv(struct ctx *c) {
 static void spin_send(struct ctx *c) {
     VIP_DESCRIPTOR *d;
     VIP_RETURN r;
-    while ((r = VipSendDone(c->vi, &d)) == VIP_NOT_DONE) {
-    }
+    if (use_wait)
+        r = VipSendWait(c->vi, VIP_INFINITE, &d);
+    else
+        while ((r = VipSendDone(c->vi, &d)) == VIP_NOT_DONE) {
+        }
     if (r != VIP_SUCCESS) DIE("VipSendDone: %s", VipExtReturnString(r));
     if (d->CS.Status & VIP_STATUS_ERROR_MASK) DIE("send completed with status 0x%x", d->CS.Status);
 }
@@ -235,6 +246,7 @@ int main(int argc, char **argv) {
 
     VIP_EXT_NIC_OPTIONS opt = {!strcmp(progress, "thread") ? VIP_EXT_PROGRESS_THREAD : VIP_EXT_PROGRESS_INLINE};
     if (strcmp(progress, "thread") && strcmp(progress, "inline")) usage();
+    use_wait = !strcmp(progress, "thread");
     struct ctx c = {0};
     CK(VipExtOpenNic(NULL, &opt, &c.nic));
     VIP_NIC_ATTRIBUTES na;

@@ -22,14 +22,10 @@ void fill_attrs(const nicfw::ViAttrs& r, VIP_VI_ATTRIBUTES* out) {
     // Ptag and QoS are local notions; the remote side's are not meaningful here.
 }
 
-// Waits until the firmware posts a connect result for vi, or the timeout passes.
+// Waits until the firmware posts a connect result for vi (-1 if the timeout passes).
 int wait_result(vip_vi* vi, VIP_ULONG timeout) {
-    Waiter w(vi->nic, timeout);
-    for (;;) {
-        int r = vi->dev->conn_result.load(std::memory_order_acquire);
-        if (r != -1) return r;
-        if (!w.again()) return -1;
-    }
+    wait_until(vi->nic, timeout, [&] { return vi->dev->conn_result.load(std::memory_order_acquire) != -1; });
+    return vi->dev->conn_result.load(std::memory_order_acquire);
 }
 }  // namespace
 
@@ -57,9 +53,7 @@ VIPL_API VIP_RETURN VipConnectWait(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* local, V
         local->HostAddressLen > NICFW_MAX_ADDR || !out)
         return VIP_INVALID_PARAMETER;
     nicfw::Listener* l = nic->eng->listen(disc_of(local), local->DiscriminatorLen);
-    Waiter w(nic, timeout);
-    while (!l->matched.load(std::memory_order_acquire) && w.again()) {
-    }
+    wait_until(nic, timeout, [&] { return l->matched.load(std::memory_order_acquire); });
     auto* conn = new (std::nothrow) vip_conn();
     if (!conn) {
         nicfw::ConnRequest lost;
@@ -150,10 +144,7 @@ VIPL_API VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* remo
 VIPL_API VIP_RETURN VipConnectPeerWait(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* remote_attrs) {
     if (!ok(vi)) return VIP_INVALID_PARAMETER;
     // The request's own timeout bounds this wait (the firmware expires it).
-    Waiter w(vi->nic, VIP_INFINITE);
-    for (;;) {
-        VIP_RETURN r = VipConnectPeerDone(vi, remote_attrs);
-        if (r != VIP_NOT_DONE) return r;
-        w.again();
-    }
+    VIP_RETURN r = VIP_NOT_DONE;
+    wait_until(vi->nic, VIP_INFINITE, [&] { return (r = VipConnectPeerDone(vi, remote_attrs)) != VIP_NOT_DONE; });
+    return r;
 }

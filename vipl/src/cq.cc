@@ -60,9 +60,6 @@ VIPL_API VIP_RETURN VipCQDone(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* 
 
 VIPL_API VIP_RETURN VipCQWait(VIP_CQ_HANDLE cq, VIP_ULONG timeout, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
     if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
-    Waiter w(cq->nic, timeout);
-    do {
-        if (take(cq, vi, recv) == VIP_SUCCESS) return VIP_SUCCESS;
-    } while (w.again());
-    return take(cq, vi, recv) == VIP_SUCCESS ? VIP_SUCCESS : VIP_TIMEOUT;
+    bool got = wait_until(cq->nic, timeout, [&] { return take(cq, vi, recv) == VIP_SUCCESS; });
+    return got ? VIP_SUCCESS : VIP_TIMEOUT;
 }

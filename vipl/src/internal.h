@@ -106,20 +106,22 @@ inline bool ok(const vip_cq* c) { return c && c->magic == kCqMagic; }
 inline bool ok(const vip_conn* c) { return c && c->magic == kConnMagic; }
 inline bool ok(const vip_ptag* p) { return p && p->magic == kPtagMagic; }
 
-// Spin-wait helper for the Wait calls: steps the firmware inline, yields the CPU when
-// a thread-mode NIC is doing the work, and watches the clock every few hundred turns.
-class Waiter {
-public:
-    Waiter(vip_nic* nic, VIP_ULONG timeout_ms);
-    // Call once per turn after a miss; false once the timeout has passed.
-    bool again();
-
-private:
-    nicfw::Engine* eng_;
-    uint64_t deadline_ = 0;  // 0: infinite
-    uint32_t turns_ = 0;
-    uint64_t start_ = 0;
-};
+// The wait loop of every Wait call: until cond() holds or timeout_ms passes. Inline
+// mode steps the firmware each turn. Thread mode spins briefly, then sleeps in
+// Engine::block() so that only the firmware thread polls. Returns cond()'s last value.
+template <class Cond>
+bool wait_until(vip_nic* nic, VIP_ULONG timeout_ms, Cond cond) {
+    if (cond()) return true;
+    nicfw::Engine* eng = nic->eng.get();
+    const bool threaded = eng->progress_mode() == nicfw::Progress::kThread;
+    const uint64_t deadline = timeout_ms == VIP_INFINITE ? 0 : nicfw::now_ns() + timeout_ms * 1000000ull;
+    for (uint32_t turn = 1;; turn++) {
+        eng->progress();
+        if (cond()) return true;
+        if (threaded && turn > 2000) eng->block(cond);
+        if ((threaded || (turn & 255) == 0) && deadline && nicfw::now_ns() >= deadline) return cond();
+    }
+}
 
 VIP_RETURN from_errno(int rc);
 bool parse_hex(const std::string& s, std::vector<uint8_t>* out);

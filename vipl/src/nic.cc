@@ -28,20 +28,6 @@ VIP_RETURN from_errno(int rc) {
     }
 }
 
-Waiter::Waiter(vip_nic* nic, VIP_ULONG timeout_ms) : eng_(nic->eng.get()) {
-    start_ = nicfw::now_ns();
-    if (timeout_ms != VIP_INFINITE) deadline_ = start_ + timeout_ms * 1000000ull;
-}
-
-bool Waiter::again() {
-    bool did = eng_->progress();
-    ++turns_;
-    if (!did && eng_->progress_mode() == nicfw::Progress::kThread && turns_ > 2000)
-        sched_yield();  // the firmware thread needs the core more than we do
-    if ((turns_ & 255) == 0 && deadline_ && nicfw::now_ns() >= deadline_) return false;
-    return true;
-}
-
 }  // namespace softvia::vipl
 
 namespace {

@@ -70,11 +70,8 @@ VIP_RETURN wait(vip_vi* vi, DriverQueue& q, VIP_ULONG timeout, VIP_DESCRIPTOR** 
         std::lock_guard<SpinLock> g(q.lock);
         if (q.head == q.tail) return VIP_INVALID_STATE;  // nothing posted: it would never end
     }
-    Waiter w(vi->nic, timeout);
-    do {
-        if (take_done(q, out) == VIP_SUCCESS) return VIP_SUCCESS;
-    } while (w.again());
-    return take_done(q, out) == VIP_SUCCESS ? VIP_SUCCESS : VIP_TIMEOUT;
+    bool got = wait_until(vi->nic, timeout, [&] { return take_done(q, out) == VIP_SUCCESS; });
+    return got ? VIP_SUCCESS : VIP_TIMEOUT;
 }
 }  // namespace
 

@@ -242,6 +242,18 @@ public:
     // Inline progress: steps the engine once if no one else is. True if it did work.
     bool progress();
 
+    // Thread mode: an application thread that has spun long enough sleeps here until the
+    // firmware makes progress or about a millisecond passes, so only the firmware
+    // threads poll (a 2-core host cannot run four pollers). cond is re-checked after
+    // registering as a sleeper, so a completion is never missed.
+    template <class Cond>
+    void block(Cond cond) {
+        uint32_t ev = events_.load(std::memory_order_acquire);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        if (!cond()) sleep_on_events(ev);
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    }
+
     void set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*));
     Vi* vi_by_index(uint32_t idx);
 
@@ -250,6 +262,8 @@ private:
     bool step_locked();
     void deliver_errors();
     void firmware_thread();
+    void sleep_on_events(uint32_t ev);
+    void wake_sleepers();
     void slow_path(uint64_t now);
 
     // doorbells / requester
@@ -327,7 +341,7 @@ private:
     uint32_t next_req_id_ = 0;  // connection request ids
     uint32_t step_count_ = 0;
     uint64_t last_slow_ns_ = 0;
-    std::vector<TransportEvent> events_;
+    std::vector<TransportEvent> tr_events_;
 
     // Asynchronous errors, queued under the lock and delivered outside it.
     SpinLock err_lock_;
@@ -335,6 +349,11 @@ private:
     std::atomic<bool> errors_pending_{false};
     void* err_ctx_ = nullptr;
     void (*err_fn_)(void*, VIP_ERROR_DESCRIPTOR*) = nullptr;
+
+    // Futex word bumped by the firmware thread after productive steps while
+    // application threads sleep in block().
+    std::atomic<uint32_t> events_{0};
+    std::atomic<uint32_t> sleepers_{0};
 
     std::thread fw_;
     std::atomic<bool> stop_{false};

@@ -41,6 +41,7 @@ public:
     // Address bytes of a known peer.
     virtual const std::vector<uint8_t>& peer_addr(int peer) const = 0;
     virtual bool peer_alive(int peer) const = 0;
+    virtual size_t peer_count() const = 0;
 
     // Room for one frame of len bytes to peer, or nullptr while the link is full (the
     // engine retries later; nothing is lost). Exactly one commit follows a reserve.

@@ -39,6 +39,7 @@ public:
     int resolve(const uint8_t* addr, size_t len) override;
     const std::vector<uint8_t>& peer_addr(int peer) const override { return peers_[peer].addr; }
     bool peer_alive(int peer) const override { return !peers_[peer].dead; }
+    size_t peer_count() const override { return peers_.size(); }
     uint8_t* tx_reserve(int peer, uint32_t len) override;
     void tx_commit(int peer, uint32_t len) override;
     int rx_burst(RxFrame* out, int max) override;

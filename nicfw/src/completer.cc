@@ -7,7 +7,9 @@ namespace softvia::nicfw {
 
 void Engine::complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
     d->CS.Length = len;
-    uint32_t st = status | VIP_STATUS_DONE | (recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND);
+    // status may name its operation (RDMA); otherwise the queue does.
+    uint32_t op = (status & VIP_STATUS_OP_MASK) ? 0 : (recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND);
+    uint32_t st = status | VIP_STATUS_DONE | op;
     // Release: the driver that sees DONE (acquire load in VipSendDone/VipRecvDone) sees
     // Length, ImmediateData and the scattered data.
     __atomic_store_n(&d->CS.Status, st, __ATOMIC_RELEASE);
@@ -51,10 +53,14 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     vi.st->state = new_state;
     vi.op = ConnOp::kNone;
     if (old == VIP_STATE_CONNECT_PENDING) vi.conn_result.store(VIP_ERROR_RESOURCE, std::memory_order_release);
-    while (!vi.unacked.empty()) {
-        complete(vi, false, vi.unacked.front().desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
-        vi.unacked.pop();
+    // In post order: what finished keeps its status, the rest is flushed.
+    for (TxEntry& e : vi.pending) {
+        if (!e.done) e.status = VIP_STATUS_DESC_FLUSHED_ERROR;
+        e.done = true;
     }
+    retire(vi);
+    vi.reads_out = 0;
+    vi.serve.clear();
     while (!vi.sq.empty()) {
         complete(vi, false, vi.sq.front().desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
         vi.sq.pop();
@@ -62,6 +68,8 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     vi.tx_busy = false;
     vi.rx_busy = false;
     vi.rx_has_desc = false;
+    vi.rx_write = false;
+    vi.acks_owed = 0;
     while (!vi.rq.empty()) {
         complete(vi, true, vi.rq.front().desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
         vi.rq.pop();

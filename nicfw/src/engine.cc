@@ -213,7 +213,7 @@ int Engine::destroy_vi(Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
     uint32_t st = vi->state.load(std::memory_order_relaxed);
     if (st == VIP_STATE_CONNECTED || st == VIP_STATE_CONNECT_PENDING) return -EBUSY;
-    if (!vi->sq.empty() || !vi->rq.empty() || !vi->unacked.empty()) return -EBUSY;
+    if (!vi->sq.empty() || !vi->rq.empty() || !vi->pending.empty()) return -EBUSY;
     uint32_t idx = NICFW_VI_INDEX(vi->id);
     if (vi->scq) vi->scq->bound--;
     if (vi->rcq) vi->rcq->bound--;

@@ -24,12 +24,12 @@ uint32_t Engine::check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount) {
 }
 
 // Checks count data segments starting at d->DS[first] and resolves them to host ranges.
-uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t count, Seg* out,
+uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count, Seg* out,
                                    uint32_t* total) {
     uint64_t sum = 0;
     for (uint32_t i = 0; i < count; i++) {
         VIP_DATA_SEGMENT s;
-        memcpy(&s, &d->DS[i].Local, sizeof s);  // one snapshot of untrusted memory
+        memcpy(&s, &d->DS[first + i].Local, sizeof s);  // one snapshot of untrusted memory
         if (s.Length == 0) {
             out[i] = Seg{nullptr, 0};
             continue;
@@ -49,32 +49,95 @@ uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t count, Se
 bool Engine::start_send(Vi& vi, const WorkItem& w) {
     uint16_t n = 0;
     uint32_t bad = check_desc(vi, w, &n);
+    uint16_t control = 0;
+    uint32_t op = 0, first = 0;
     if (bad == 0) {
-        uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
-        if (control & VIP_CONTROL_RESERVED) {
+        control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
+        op = control & VIP_CONTROL_OP_MASK;
+        if ((control & VIP_CONTROL_RESERVED) || op == VIP_CONTROL_OP_RESERVED) {
             bad = VIP_STATUS_FORMAT_ERROR;
-        } else if ((control & VIP_CONTROL_OP_MASK) != VIP_CONTROL_OP_SENDRECV) {
-            // RDMA write/read arrive with the RDMA issue; until then the NIC says the
-            // descriptor's format is one it does not execute.
-            bad = VIP_STATUS_FORMAT_ERROR;
-        } else {
-            bad = validate_segments(vi, w.desc, n, vi.tx_segs, &vi.tx_len);
-            if (bad == 0 && (vi.tx_len > vi.attrs.max_transfer || vi.tx_len > vi.remote.max_transfer))
-                bad = VIP_STATUS_LENGTH_ERROR;
+        } else if (op != VIP_CONTROL_OP_SENDRECV) {
+            // RDMA: DS[0] is the address segment naming the remote buffer.
+            if (n < 1) {
+                bad = VIP_STATUS_FORMAT_ERROR;
+            } else if (op == VIP_CONTROL_OP_RDMAREAD &&
+                       (vi.attrs.reliability == VIP_SERVICE_UNRELIABLE || (control & VIP_CONTROL_IMMEDIATE))) {
+                bad = VIP_STATUS_FORMAT_ERROR;  // reads need a reliable VI and carry no immediate data
+            } else {
+                VIP_ADDRESS_SEGMENT a;
+                memcpy(&a, &w.desc->DS[0].Remote, sizeof a);
+                vi.tx_raddr = a.Data.AddressBits;
+                vi.tx_rmemh = a.Handle;
+                first = 1;
+            }
         }
+        if (bad == 0) bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len);
+        if (bad == 0 && (vi.tx_len > vi.attrs.max_transfer || vi.tx_len > vi.remote.max_transfer))
+            bad = VIP_STATUS_LENGTH_ERROR;
     }
     if (bad) {
         vi.sq.pop();
-        complete(vi, false, w.desc, bad, 0);
+        vi.tx_seq++;
+        TxEntry e{TxEntry::kLocal};
+        e.done = true;
+        e.desc = w.desc;
+        e.status = bad;
+        vi.pending.push_back(std::move(e));
+        retire(vi);
         // VIA: on a reliable VI a descriptor error breaks the connection.
         if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE)
             flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);
         return false;
     }
-    vi.tx_nsegs = n;
+    vi.tx_op = op;
+    vi.tx_nsegs = n - first;
     vi.tx_busy = true;
     vi.tx_off = vi.tx_seg = vi.tx_seg_off = 0;
     return true;
+}
+
+// The head descriptor has left: it completes now, or when the target answers, but
+// always after every descriptor posted before it.
+void Engine::finish_send(Vi& vi, const WorkItem& w) {
+    TxEntry e{TxEntry::kLocal};
+    e.desc = w.desc;
+    e.len = vi.tx_len;
+    e.seq = vi.tx_seq;
+    bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
+    switch (vi.tx_op) {
+        case VIP_CONTROL_OP_RDMAWRITE:
+            e.op = VIP_STATUS_OP_RDMA_WRITE;
+            // Reliable VIs learn the target's verdict on the remote buffer (ACK or NAK).
+            e.kind = reliable ? TxEntry::kAcked : TxEntry::kLocal;
+            break;
+        case VIP_CONTROL_OP_RDMAREAD:
+            e.op = VIP_STATUS_OP_RDMA_READ;
+            e.kind = TxEntry::kRead;
+            e.segs.assign(vi.tx_segs, vi.tx_segs + vi.tx_nsegs);
+            vi.reads_out++;
+            break;
+        default:
+            e.op = VIP_STATUS_OP_SEND;
+            // Unreliable and reliable delivery: done once the remote NIC has it (the shm
+            // lane is the remote NIC's receive queue). Reliable reception: when placed.
+            e.kind = vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION ? TxEntry::kAcked : TxEntry::kLocal;
+            break;
+    }
+    e.done = e.kind == TxEntry::kLocal;
+    vi.tx_busy = false;
+    vi.tx_seq++;
+    vi.sq.pop();
+    vi.pending.push_back(std::move(e));
+    retire(vi);
+}
+
+// Completes the finished descriptors at the head of the VI's pending FIFO.
+void Engine::retire(Vi& vi) {
+    while (!vi.pending.empty() && vi.pending.front().done) {
+        TxEntry& e = vi.pending.front();
+        complete(vi, false, e.desc, e.status | e.op, (e.status & VIP_STATUS_ERROR_MASK) ? 0 : e.len);
+        vi.pending.pop_front();
+    }
 }
 
 uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr) {
@@ -115,11 +178,40 @@ void Engine::send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_
     h.msg_len = pl ? static_cast<uint32_t>(offsetof(nicfw_conn_payload, disc)) + pl->src_disc_len +
                          pl->dst_disc_len
                    : 0;
-    const uint8_t* payload = reinterpret_cast<const uint8_t*>(pl);
+    queue_control(peer, h, reinterpret_cast<const uint8_t*>(pl));
+}
+
+void Engine::queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload) {
     if (static_cast<size_t>(peer) >= backlog_per_peer_.size()) backlog_per_peer_.resize(peer + 1, 0);
     if (backlog_per_peer_[peer] == 0 && try_control(peer, h, payload)) return;
     backlog_.push_back({peer, h, std::vector<uint8_t>(payload, payload + h.msg_len)});
     backlog_per_peer_[peer]++;
+}
+
+// The acknowledgements vi owes, now (before a NAK, so the initiator pins the NAK on the
+// right request).
+void Engine::send_ack_now(Vi& vi) {
+    if (vi.acks_owed == 0) return;
+    nicfw_frame_hdr h{};
+    h.type = NICFW_F_ACK;
+    h.version = NICFW_ABI_VERSION;
+    h.dst_vi = vi.remote_vi;
+    h.src_vi = vi.id;
+    h.imm = vi.acks_owed;
+    h.seq = vi.rx_seq;
+    vi.acks_owed = 0;
+    queue_control(vi.peer, h, nullptr);
+}
+
+void Engine::send_nak(Vi& vi, uint32_t status, uint32_t seq) {
+    nicfw_frame_hdr h{};
+    h.type = NICFW_F_NAK;
+    h.version = NICFW_ABI_VERSION;
+    h.dst_vi = vi.remote_vi;
+    h.src_vi = vi.id;
+    h.imm = status;
+    h.seq = seq;
+    queue_control(vi.peer, h, nullptr);
 }
 
 bool Engine::flush_backlog() {
@@ -177,21 +269,90 @@ void Engine::count_tx(Vi& vi, uint32_t bytes) {
     vi.st->c.tx_bytes += bytes;
 }
 
-// Transmits as much of vi's send queue as the link takes. *blocked: the link is full.
+// Answers the RDMA reads this VI was asked for, oldest first. False if the link filled.
+bool Engine::serve_reads(Vi& vi) {
+    while (!vi.serve.empty()) {
+        ReadService& r = vi.serve.front();
+        do {
+            uint32_t frag = std::min(r.len - r.off, mtu_);
+            nicfw_frame_hdr* h;
+            uint8_t* p = frame_reserve(vi.peer, frag, &h);
+            if (!p) return false;
+            memcpy(p, r.src + r.off, frag);
+            memset(h, 0, sizeof *h);
+            h->type = NICFW_F_READ_RESP;
+            h->version = NICFW_ABI_VERSION;
+            h->dst_vi = vi.remote_vi;
+            h->src_vi = vi.id;
+            h->msg_len = r.len;
+            h->offset = r.off;
+            h->frag_len = frag;
+            h->seq = r.seq;
+            if (r.off + frag == r.len) h->flags = NICFW_FF_LAST;
+            frame_commit(vi.peer, h, frag);
+            count_tx(vi, frag);
+            r.off += frag;
+        } while (r.off < r.len);
+        vi.serve.pop_front();
+    }
+    return true;
+}
+
+// Transmits as much of vi's send queue as the link takes. *blocked: the link is full
+// (or a fenced descriptor waits for earlier RDMA reads).
 void Engine::transmit_vi(Vi& vi, bool* blocked) {
     *blocked = false;
+    if (!vi.serve.empty() && !serve_reads(vi)) {
+        *blocked = true;
+        return;
+    }
     while (!vi.sq.empty()) {
         if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;
         WorkItem w = vi.sq.front();
-        if (!vi.tx_busy && !start_send(vi, w)) continue;
-        // Frames: at least one (a zero-length send still carries immediate data).
-        do {
-            uint32_t frag = std::min(vi.tx_len - vi.tx_off, mtu_);
+        if (!vi.tx_busy) {
+            // VIP_CONTROL_QFENCE: wait until every earlier RDMA read has completed.
+            if (vi.reads_out && (__atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED) & VIP_CONTROL_QFENCE)) {
+                *blocked = true;
+                return;
+            }
+            if (!start_send(vi, w)) continue;
+        }
+        const bool rdma = vi.tx_op != VIP_CONTROL_OP_SENDRECV;
+        const uint32_t ext = rdma ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
+        if (vi.tx_op == VIP_CONTROL_OP_RDMAREAD) {
             nicfw_frame_hdr* h;
-            uint8_t* p = frame_reserve(vi.peer, frag, &h);
+            uint8_t* p = frame_reserve(vi.peer, ext, &h);
             if (!p) {
                 *blocked = true;
                 return;
+            }
+            memset(h, 0, sizeof *h);
+            h->type = NICFW_F_READ_REQ;
+            h->version = NICFW_ABI_VERSION;
+            h->dst_vi = vi.remote_vi;
+            h->src_vi = vi.id;
+            h->msg_len = vi.tx_len;
+            h->seq = vi.tx_seq;
+            nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};
+            memcpy(p, &x, sizeof x);
+            frame_commit(vi.peer, h, ext);
+            count_tx(vi, 0);
+            finish_send(vi, w);
+            continue;
+        }
+        // Frames: at least one (a zero-length send still carries immediate data).
+        do {
+            uint32_t frag = std::min(vi.tx_len - vi.tx_off, mtu_ - ext);
+            nicfw_frame_hdr* h;
+            uint8_t* p = frame_reserve(vi.peer, ext + frag, &h);
+            if (!p) {
+                *blocked = true;
+                return;
+            }
+            if (rdma) {
+                nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};
+                memcpy(p, &x, sizeof x);
+                p += ext;
             }
             // Gather: copy segments straight into the frame.
             uint32_t done = 0;
@@ -208,7 +369,7 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
             }
             while (vi.tx_seg < vi.tx_nsegs && vi.tx_segs[vi.tx_seg].len == 0) vi.tx_seg++;
             uint16_t control = w.desc->CS.Control;
-            h->type = NICFW_F_DATA;
+            h->type = rdma ? NICFW_F_RDMA_WRITE : NICFW_F_DATA;
             h->version = NICFW_ABI_VERSION;
             h->flags = (control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0;
             if (vi.tx_off + frag == vi.tx_len) h->flags |= NICFW_FF_LAST;
@@ -220,21 +381,11 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
             h->frag_len = frag;
             h->imm = w.desc->CS.ImmediateData;
             h->seq = vi.tx_seq;
-            frame_commit(vi.peer, h, frag);
+            frame_commit(vi.peer, h, ext + frag);
             count_tx(vi, frag);
             vi.tx_off += frag;
         } while (vi.tx_off < vi.tx_len);
-        // Whole message handed to the remote NIC.
-        vi.tx_busy = false;
-        vi.tx_seq++;
-        vi.sq.pop();
-        if (vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
-            vi.unacked.push(w);  // completes when the receiver says the data is placed
-        } else {
-            // Unreliable and reliable delivery: done once the remote NIC has it. The shm
-            // lane is the remote NIC's receive queue, so that is now.
-            complete(vi, false, w.desc, 0, vi.tx_len);
-        }
+        finish_send(vi, w);
     }
 }
 
@@ -246,7 +397,8 @@ bool Engine::transmit() {
         uint32_t before = vi->sq.size();
         transmit_vi(*vi, &blocked);
         did |= vi->sq.size() != before || vi->tx_busy;
-        if (vi->sq.empty() || vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) {
+        if ((vi->sq.empty() && vi->serve.empty()) ||
+            vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) {
             vi->tx_listed = false;
             tx_active_[i] = tx_active_.back();
             tx_active_.pop_back();

@@ -1,9 +1,10 @@
 // responder.cc -- the receive engine: frame checks, dispatch, matching to receive
-// descriptors, scatter, immediate data.
+// descriptors, scatter, immediate data; the target side of RDMA write and read; and
+// the initiator side of their answers (ACK, NAK, read data).
 //
 // Frames come from the wire and are never trusted. Checks run in a fixed order before
 // anything is touched: length, version, type, then field ranges, then the VI and its
-// connection, then the receive descriptor and its segments.
+// connection, then the receive descriptor or remote buffer against the memory table.
 #include <algorithm>
 #include <cstring>
 
@@ -26,10 +27,20 @@ void Engine::handle_frame(const RxFrame& f) {
     }
     switch (h.type) {
         case NICFW_F_DATA:
+        case NICFW_F_RDMA_WRITE:
             on_data(f, h);
             break;
         case NICFW_F_ACK:
             on_ack(f, h);
+            break;
+        case NICFW_F_READ_REQ:
+            on_read_req(f, h);
+            break;
+        case NICFW_F_READ_RESP:
+            on_read_resp(f, h);
+            break;
+        case NICFW_F_NAK:
+            on_nak(f, h);
             break;
         default:
             on_control(f, h);
@@ -46,12 +57,25 @@ static Vi* connected_target(Engine& e, const RxFrame& f, const nicfw_frame_hdr& 
     return vi;
 }
 
-// First fragment of a message: take the head receive descriptor and check it.
+// A remote access to [addr, addr+len) of this NIC's memory through vi: the handle must
+// name a live region holding the range, with vi's protection tag, and both the region
+// and the VI must allow the operation. Returns 0 (and the host address) or the status.
+uint32_t Engine::check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host) {
+    Region* r = mem_.find(memh);
+    if (!r || r->ptag != vi.attrs.ptag) return VIP_STATUS_RDMA_PROT_ERROR;
+    bool allowed = write ? (r->rdma_write && vi.attrs.rdma_write) : (r->rdma_read && vi.attrs.rdma_read);
+    if (!allowed || !MemTable::in_range(*r, addr, len)) return VIP_STATUS_RDMA_PROT_ERROR;
+    *host = reinterpret_cast<uint8_t*>(addr);
+    return 0;
+}
+
+// First fragment of a send: take the head receive descriptor and check it.
 // Returns false if the message is to be discarded (vi.rx_discard set accordingly).
 bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     vi.rx_busy = true;
     vi.rx_discard = false;
     vi.rx_has_desc = false;
+    vi.rx_write = false;
     vi.rx_len = h.msg_len;
     vi.rx_status = 0;
     if (vi.rq.empty()) {
@@ -74,7 +98,7 @@ bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
         uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
         if (control & VIP_CONTROL_RESERVED) bad = VIP_STATUS_FORMAT_ERROR;
     }
-    if (bad == 0) bad = validate_segments(vi, w.desc, n, vi.rx_segs, &vi.rx_cap);
+    if (bad == 0) bad = validate_segments(vi, w.desc, 0, n, vi.rx_segs, &vi.rx_cap);
     if (bad == 0 && h.msg_len > vi.rx_cap) bad = VIP_STATUS_LENGTH_ERROR;
     vi.rx_nsegs = n;
     if (bad) {
@@ -85,13 +109,23 @@ bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     return !vi.rx_discard;
 }
 
+// First fragment of an RDMA write: check the remote buffer it names.
+void Engine::begin_write(Vi& vi, const nicfw_frame_hdr& h, const nicfw_rdma_ext& x) {
+    vi.rx_busy = true;
+    vi.rx_write = true;
+    vi.rx_has_desc = false;
+    vi.rx_len = h.msg_len;
+    vi.rx_status = check_remote(vi, x.addr, x.memh, h.msg_len, true, &vi.rx_dst);
+    vi.rx_discard = vi.rx_status != 0;
+}
+
 // Copies a fragment to message offset off of the current receive descriptor.
-static void scatter(Vi& vi, uint32_t off, const uint8_t* src, uint32_t len) {
+static void scatter(const Seg* segs, uint32_t nsegs, uint32_t off, const uint8_t* src, uint32_t len) {
     uint32_t i = 0;
-    while (i < vi.rx_nsegs && off >= vi.rx_segs[i].len) off -= vi.rx_segs[i++].len;
-    while (len && i < vi.rx_nsegs) {
-        uint32_t take = std::min(len, vi.rx_segs[i].len - off);
-        memcpy(vi.rx_segs[i].ptr + off, src, take);
+    while (i < nsegs && off >= segs[i].len) off -= segs[i++].len;
+    while (len && i < nsegs) {
+        uint32_t take = std::min(len, segs[i].len - off);
+        memcpy(segs[i].ptr + off, src, take);
         src += take;
         len -= take;
         off = 0;
@@ -99,11 +133,58 @@ static void scatter(Vi& vi, uint32_t off, const uint8_t* src, uint32_t len) {
     }
 }
 
+// Acknowledgements owed by vi go out at the end of this step (one frame for a burst).
+static void owe_ack(Vi& vi, std::vector<Vi*>& list) {
+    vi.acks_owed++;
+    if (!vi.ack_listed) {
+        vi.ack_listed = true;
+        list.push_back(&vi);
+    }
+}
+
+// A refused request breaks a reliable connection (VIA 1.0): the initiator first learns
+// which request failed (earlier ones are acknowledged before the NAK), then the
+// connection goes.
+void Engine::refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why) {
+    send_ack_now(vi);
+    send_nak(vi, status, seq);
+    raise(&vi, nullptr, nullptr, VIP_RESOURCE_VI, why);
+    flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+}
+
 // Ends the message in progress: completes its receive descriptor (if one was taken)
-// with status, and acknowledges placement on reliable-reception VIs.
+// with status, and acknowledges it where the initiator waits for that.
 void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last) {
     vi.rx_busy = false;
     vi.rx_seq++;
+    const bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
+    if (vi.rx_write) {
+        vi.rx_write = false;
+        if (status & VIP_STATUS_ERROR_MASK) {
+            vi.st->c.errors++;
+            status_->nic.errors++;
+            if (reliable) refuse(vi, status & VIP_STATUS_ERROR_MASK, last ? last->seq : 0, VIP_ERROR_RDMAW_PROT);
+            return;  // unreliable: the write is dropped, and counted
+        }
+        if (last && (last->flags & NICFW_FF_IMMEDIATE)) {
+            // RDMA write with immediate data consumes a receive descriptor.
+            if (vi.rq.empty()) {
+                vi.st->c.drops++;
+                status_->nic.drops++;
+                if (reliable) refuse(vi, VIP_STATUS_REMOTE_DESC_ERROR, last->seq, VIP_ERROR_RECVQ_EMPTY);
+                return;
+            }
+            WorkItem w = vi.rq.front();
+            vi.rq.pop();
+            uint16_t n;
+            uint32_t bad = check_desc(vi, w, &n);
+            if (bad == 0) w.desc->CS.ImmediateData = last->imm;
+            complete(vi, true, w.desc, bad ? bad : VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE,
+                     bad ? 0 : vi.rx_len);
+        }
+        if (reliable) owe_ack(vi, ack_owed_);
+        return;
+    }
     if (!vi.rx_has_desc) return;  // discarded for lack of a descriptor
     vi.rx_has_desc = false;
     WorkItem w = vi.rq.front();
@@ -116,23 +197,19 @@ void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last
     if (status & VIP_STATUS_ERROR_MASK) {
         // VIA: on a reliable VI a message the receive descriptor cannot take (too small,
         // bad segments) breaks the connection.
-        if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE)
-            flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+        if (reliable) flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
         return;
     }
-    if (vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
-        vi.acks_owed++;  // sent by flush_acks() at the end of this step
-        if (!vi.ack_listed) {
-            vi.ack_listed = true;
-            ack_owed_.push_back(&vi);
-        }
-    }
+    if (vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION) owe_ack(vi, ack_owed_);
 }
 
+// DATA and RDMA_WRITE fragments.
 void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
+    const bool write = h.type == NICFW_F_RDMA_WRITE;
+    const uint32_t ext = write ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
     // Field ranges: the fragment must fit the frame and the message.
-    if (h.frag_len > f.len - sizeof(nicfw_frame_hdr) || h.msg_len > NICFW_MAX_TRANSFER ||
-        h.offset > h.msg_len || h.frag_len > h.msg_len - h.offset) {
+    if (f.len < sizeof(nicfw_frame_hdr) + ext || h.frag_len > f.len - sizeof(nicfw_frame_hdr) - ext ||
+        h.msg_len > NICFW_MAX_TRANSFER || h.offset > h.msg_len || h.frag_len > h.msg_len - h.offset) {
         status_->nic.drops++;
         return;
     }
@@ -144,37 +221,127 @@ void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi& vi = *vip;
     vi.st->c.rx_frames++;
     vi.st->c.rx_bytes += h.frag_len;
+    nicfw_rdma_ext x{};
+    if (write) memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
     if (h.offset == 0) {
         // A new message while one is unfinished: the old one lost its tail.
         if (vi.rx_busy) finish_receive(vi, VIP_STATUS_PARTIAL_ERROR, nullptr);
-        if (!begin_receive(vi, h) && vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED)
+        if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;
+        if (write) {
+            begin_write(vi, h, x);
+        } else if (!begin_receive(vi, h) && vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) {
             return;  // the connection broke
-    } else if (!vi.rx_busy || h.msg_len != vi.rx_len) {
+        }
+    } else if (!vi.rx_busy || h.msg_len != vi.rx_len || vi.rx_write != write) {
         status_->nic.drops++;  // a middle fragment with no message started
         return;
     }
-    if (!vi.rx_discard) scatter(vi, h.offset, f.data + sizeof(nicfw_frame_hdr), h.frag_len);
+    const uint8_t* payload = f.data + sizeof(nicfw_frame_hdr) + ext;
+    if (!vi.rx_discard) {
+        if (write)
+            memcpy(vi.rx_dst + h.offset, payload, h.frag_len);
+        else
+            scatter(vi.rx_segs, vi.rx_nsegs, h.offset, payload, h.frag_len);
+    }
     if (!(h.flags & NICFW_FF_LAST)) return;
     uint32_t status = vi.rx_status;
     if (h.offset + h.frag_len != h.msg_len && status == 0) status = VIP_STATUS_PARTIAL_ERROR;
     finish_receive(vi, status, &h);
 }
 
+// Target of an RDMA read: check the buffer, queue the answer for the requester.
+void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
+    if (f.len < sizeof(nicfw_frame_hdr) + sizeof(nicfw_rdma_ext) || h.msg_len > NICFW_MAX_TRANSFER) {
+        status_->nic.drops++;
+        return;
+    }
+    Vi* vi = connected_target(*this, f, h);
+    if (!vi) {
+        status_->nic.drops++;
+        return;
+    }
+    nicfw_rdma_ext x;
+    memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
+    uint8_t* src = nullptr;
+    if (uint32_t bad = check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src)) {
+        vi->st->c.errors++;
+        status_->nic.errors++;
+        refuse(*vi, bad, h.seq, VIP_ERROR_RDMAR_PROT);
+        return;
+    }
+    vi->serve.push_back(ReadService{src, h.msg_len, 0, h.seq});
+    if (!vi->tx_listed) {
+        vi->tx_listed = true;
+        tx_active_.push_back(vi);
+    }
+}
+
+// Initiator: data for the oldest outstanding RDMA read.
+void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
+    Vi* vi = connected_target(*this, f, h);
+    if (!vi || h.frag_len > f.len - sizeof(nicfw_frame_hdr)) {
+        status_->nic.drops++;
+        return;
+    }
+    auto it = std::find_if(vi->pending.begin(), vi->pending.end(),
+                           [](const TxEntry& e) { return e.kind == TxEntry::kRead && !e.done; });
+    // Reads are answered in order, in order fragments: anything else is not ours.
+    if (it == vi->pending.end() || it->seq != h.seq || it->len != h.msg_len || it->got != h.offset ||
+        h.frag_len > it->len - it->got) {
+        status_->nic.drops++;
+        return;
+    }
+    vi->st->c.rx_frames++;
+    vi->st->c.rx_bytes += h.frag_len;
+    scatter(it->segs.data(), static_cast<uint32_t>(it->segs.size()), h.offset,
+            f.data + sizeof(nicfw_frame_hdr), h.frag_len);
+    it->got += h.frag_len;
+    if (it->got == it->len) {
+        it->done = true;
+        vi->reads_out--;
+        retire(*vi);
+    }
+}
+
+// ACK: the next imm requests awaiting the target's word succeeded.
 void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vi = connected_target(*this, f, h);
     if (!vi) {
         status_->nic.drops++;
         return;
     }
-    for (uint32_t k = 0; k < h.imm && !vi->unacked.empty(); k++) {
-        WorkItem w = vi->unacked.front();
-        vi->unacked.pop();
-        uint32_t len = 0;
-        // Length is what the descriptor asked to send; the segments were checked at send.
-        for (uint16_t i = 0; i < w.desc->CS.SegCount && i < NICFW_MAX_SEGMENTS; i++)
-            len += w.desc->DS[i].Local.Length;
-        complete(*vi, false, w.desc, 0, len);
+    uint32_t n = h.imm;
+    for (TxEntry& e : vi->pending) {
+        if (n == 0) break;
+        if (e.kind == TxEntry::kAcked && !e.done) {
+            e.done = true;
+            n--;
+        }
     }
+    retire(*vi);
+}
+
+// NAK: the oldest request still waiting for the target failed there with imm's status.
+void Engine::on_nak(const RxFrame& f, const nicfw_frame_hdr& h) {
+    Vi* vi = connected_target(*this, f, h);
+    if (!vi) {
+        status_->nic.drops++;
+        return;
+    }
+    auto it = std::find_if(vi->pending.begin(), vi->pending.end(),
+                           [](const TxEntry& e) { return e.kind != TxEntry::kLocal && !e.done; });
+    VIP_ERROR_CODE why = VIP_ERROR_RDMAW_PROT;
+    if (it != vi->pending.end()) {
+        // Only error bits cross the wire: a peer cannot set our DONE or op bits.
+        it->status = (h.imm & VIP_STATUS_ERROR_MASK) ? (h.imm & VIP_STATUS_ERROR_MASK) : VIP_STATUS_TRANSPORT_ERROR;
+        it->done = true;
+        if (it->kind == TxEntry::kRead) {
+            vi->reads_out--;
+            why = VIP_ERROR_RDMAR_PROT;
+        }
+        retire(*vi);  // invalidates it
+    }
+    flush_vi(*vi, VIP_STATE_ERROR, false, why);
 }
 
 }  // namespace softvia::nicfw

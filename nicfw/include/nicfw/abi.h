@@ -73,7 +73,11 @@ enum nicfw_frame_type {
     NICFW_F_PEER_REQ = 7,     /* peer-to-peer connect request (resent until answered) */
     NICFW_F_PEER_ACK = 8,
     NICFW_F_DISCONNECT = 9,   /* the sender's VI left the connection */
-    NICFW_F_TYPE_MAX = 9
+    NICFW_F_RDMA_WRITE = 10,  /* a fragment of an RDMA write; nicfw_rdma_ext follows the header */
+    NICFW_F_READ_REQ = 11,    /* RDMA read request; nicfw_rdma_ext follows (frag_len unused) */
+    NICFW_F_READ_RESP = 12,   /* a fragment of RDMA read data; seq = the request's seq */
+    NICFW_F_NAK = 13,         /* the target refused a request: imm = VIP_STATUS_* bits */
+    NICFW_F_TYPE_MAX = 13
 };
 
 #define NICFW_FF_IMMEDIATE 0x01 /* DATA: imm carries immediate data */
@@ -92,6 +96,14 @@ typedef struct {
     uint32_t imm;     /* DATA: immediate data; ACK: number of messages acknowledged */
     uint32_t seq;     /* DATA: per-VI message sequence number; control: request id */
 } nicfw_frame_hdr;
+
+/* RDMA extension header: the remote buffer, after nicfw_frame_hdr in RDMA_WRITE and
+ * READ_REQ frames. The target checks it against its own memory table. */
+typedef struct {
+    uint64_t addr;  /* remote virtual address of offset 0 of the message */
+    uint32_t memh;  /* remote memory handle */
+    uint32_t reserved;
+} nicfw_rdma_ext;
 
 /* Connection control payload (after the header) for CONN_* and PEER_* frames. */
 typedef struct {

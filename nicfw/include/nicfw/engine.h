@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -142,8 +143,29 @@ struct ViAttrs {
     uint32_t max_transfer = 0;
 };
 
+// A send-queue descriptor the NIC has transmitted but not completed. VIA completes a
+// queue's descriptors in post order, while acked sends/writes and reads finish when the
+// target answers, so completion goes through this FIFO.
+struct TxEntry {
+    enum Kind : uint8_t { kLocal, kAcked, kRead } kind;  // done at transmit / on ACK / on data
+    bool done = false;
+    VIP_DESCRIPTOR* desc = nullptr;
+    uint32_t status = 0;  // completion status bits once done
+    uint32_t len = 0;
+    uint32_t op = 0;      // VIP_STATUS_OP_*
+    uint32_t seq = 0;     // kRead: request id; READ_RESP frames carry it
+    uint32_t got = 0;     // kRead: bytes placed so far
+    std::vector<Seg> segs;  // kRead: where the data goes (checked at post)
+};
+
+// An RDMA read this NIC serves as the target.
+struct ReadService {
+    const uint8_t* src;
+    uint32_t len, off, seq;
+};
+
 struct Vi {
-    Vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE), unacked(NICFW_MAX_DESC_PER_QUEUE) {}
+    Vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE) {}
     uint32_t id = 0;  // NICFW_VI_MAKE(index, generation)
     void* user = nullptr;
     ViAttrs attrs;
@@ -163,17 +185,25 @@ struct Vi {
 
     // Device queues, fed by doorbells.
     WorkQueue sq, rq;
-    WorkQueue unacked;  // reliable reception: sent, waiting for the receiver's ack
+    std::deque<TxEntry> pending;  // transmitted, completing in post order
+    uint32_t reads_out = 0;       // RDMA reads issued and not finished (QFENCE waits on them)
+    std::deque<ReadService> serve;  // RDMA reads we answer, oldest first
     bool tx_listed = false;
 
     // Send descriptor being transmitted (it may take several frames and steps).
     bool tx_busy = false;
+    uint32_t tx_op = 0;  // VIP_CONTROL_OP_*
     uint32_t tx_len = 0, tx_off = 0, tx_nsegs = 0, tx_seg = 0, tx_seg_off = 0;
+    uint64_t tx_raddr = 0;  // RDMA: remote buffer
+    uint32_t tx_rmemh = 0;
     Seg tx_segs[NICFW_MAX_SEGMENTS];
     uint32_t tx_seq = 0;
 
-    // Receive descriptor being filled.
+    // Message being received: a send filling a receive descriptor, or an RDMA write
+    // landing in registered memory (rx_dst).
     bool rx_busy = false, rx_discard = false, rx_has_desc = false;
+    bool rx_write = false;
+    uint8_t* rx_dst = nullptr;
     uint32_t rx_len = 0, rx_cap = 0, rx_nsegs = 0, rx_status = 0;
     Seg rx_segs[NICFW_MAX_SEGMENTS];
     uint32_t rx_seq = 0;
@@ -271,7 +301,12 @@ private:
     bool transmit();
     void transmit_vi(Vi& vi, bool* blocked);
     bool start_send(Vi& vi, const WorkItem& w);
-    uint32_t validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t count, Seg* out, uint32_t* total);
+    void finish_send(Vi& vi, const WorkItem& w);
+    bool serve_reads(Vi& vi);
+    void retire(Vi& vi);
+    uint32_t check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host);
+    uint32_t validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count, Seg* out,
+                               uint32_t* total);
     uint32_t check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount);
     uint8_t* frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr);
     void frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload);
@@ -279,6 +314,7 @@ private:
     // and data to that peer waits behind them so the order on the wire is kept.
     void send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_vi, uint32_t req_id,
                       const nicfw_conn_payload* pl);
+    void queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
     bool try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
     bool flush_backlog();
     bool flush_acks();
@@ -287,8 +323,15 @@ private:
     void handle_frame(const RxFrame& f);
     void on_data(const RxFrame& f, const nicfw_frame_hdr& h);
     void on_ack(const RxFrame& f, const nicfw_frame_hdr& h);
+    void on_read_req(const RxFrame& f, const nicfw_frame_hdr& h);
+    void on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h);
+    void on_nak(const RxFrame& f, const nicfw_frame_hdr& h);
+    void send_nak(Vi& vi, uint32_t status, uint32_t seq);
+    void send_ack_now(Vi& vi);
     void on_control(const RxFrame& f, const nicfw_frame_hdr& h);
     bool begin_receive(Vi& vi, const nicfw_frame_hdr& h);
+    void begin_write(Vi& vi, const nicfw_frame_hdr& h, const nicfw_rdma_ext& x);
+    void refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why);
     void finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last);
 
     // completer

@@ -118,6 +118,10 @@ void Engine::send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_
     const uint8_t* payload = reinterpret_cast<const uint8_t*>(pl);
     if (static_cast<size_t>(peer) >= backlog_per_peer_.size()) backlog_per_peer_.resize(peer + 1, 0);
     if (backlog_per_peer_[peer] == 0 && try_control(peer, h, payload)) return;
+    if (backlog_per_peer_[peer] >= kMaxBacklogPerPeer) {
+        status_->nic.drops++;  // a live peer that stopped reading: its liveness is its problem
+        return;
+    }
     backlog_.push_back({peer, h, std::vector<uint8_t>(payload, payload + h.msg_len)});
     backlog_per_peer_[peer]++;
 }
@@ -198,7 +202,7 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
             while (done < frag) {
                 Seg& s = vi.tx_segs[vi.tx_seg];
                 uint32_t take = std::min(frag - done, s.len - vi.tx_seg_off);
-                memcpy(p + done, s.ptr + vi.tx_seg_off, take);
+                if (take) memcpy(p + done, s.ptr + vi.tx_seg_off, take);  // zero-length: no pointer
                 done += take;
                 vi.tx_seg_off += take;
                 if (vi.tx_seg_off == s.len) {

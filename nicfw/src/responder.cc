@@ -91,7 +91,7 @@ static void scatter(Vi& vi, uint32_t off, const uint8_t* src, uint32_t len) {
     while (i < vi.rx_nsegs && off >= vi.rx_segs[i].len) off -= vi.rx_segs[i++].len;
     while (len && i < vi.rx_nsegs) {
         uint32_t take = std::min(len, vi.rx_segs[i].len - off);
-        memcpy(vi.rx_segs[i].ptr + off, src, take);
+        if (take) memcpy(vi.rx_segs[i].ptr + off, src, take);  // zero-length segments have no pointer
         src += take;
         len -= take;
         off = 0;
@@ -147,6 +147,7 @@ void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
     if (h.offset == 0) {
         // A new message while one is unfinished: the old one lost its tail.
         if (vi.rx_busy) finish_receive(vi, VIP_STATUS_PARTIAL_ERROR, nullptr);
+        if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;  // that broke it
         if (!begin_receive(vi, h) && vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED)
             return;  // the connection broke
     } else if (!vi.rx_busy || h.msg_len != vi.rx_len) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -74,7 +75,8 @@ struct WorkItem {
 // limit, so thousands of idle VIs cost little memory.
 class WorkQueue {
 public:
-    explicit WorkQueue(uint32_t limit_pow2) : ring_(kInitial), mask_(kInitial - 1), limit_(limit_pow2) {}
+    explicit WorkQueue(uint32_t limit_pow2)
+        : ring_(std::min(kInitial, limit_pow2)), mask_(std::min(kInitial, limit_pow2) - 1), limit_(limit_pow2) {}
     bool empty() const { return head_ == tail_; }
     uint32_t size() const { return tail_ - head_; }
     bool push(WorkItem w) {
@@ -329,6 +331,7 @@ private:
         nicfw_frame_hdr hdr;
         std::vector<uint8_t> payload;
     };
+    static constexpr uint32_t kMaxBacklogPerPeer = 4096;
     std::vector<PendingControl> backlog_;      // in order of sending
     std::vector<uint32_t> backlog_per_peer_;   // entries per peer, indexed by peer
 

@@ -127,7 +127,9 @@ int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t
     vi->local_disc.assign(local_disc, local_disc + llen);
     vi->remote_disc.assign(remote_disc, remote_disc + rlen);
     uint64_t now = now_ns();
-    vi->deadline_ns = timeout_ms == VIP_INFINITE ? 0 : now + timeout_ms * 1000000ull;
+    // Timeouts beyond a year are as good as infinite (and would overflow nanoseconds).
+    constexpr uint64_t kMaxMs = 365ull * 24 * 3600 * 1000;
+    vi->deadline_ns = timeout_ms >= kMaxMs ? 0 : now + timeout_ms * 1000000ull;
     vi->resend_ns = 0;  // the next slow-path pass sends the first request
     vi->conn_result.store(-1, std::memory_order_relaxed);
     vi->st->peer = static_cast<uint16_t>(peer);

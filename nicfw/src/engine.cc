@@ -219,6 +219,7 @@ int Engine::destroy_vi(Vi* vi) {
     if (vi->rcq) vi->rcq->bound--;
     tx_active_.erase(std::remove(tx_active_.begin(), tx_active_.end(), vi), tx_active_.end());
     connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), vi), connecting_.end());
+    ack_owed_.erase(std::remove(ack_owed_.begin(), ack_owed_.end(), vi), ack_owed_.end());
     vi_status_[idx].state = 0xFFFFFFFFu;
     vis_[idx].reset();
     vi_free_.push_back(idx);

@@ -78,7 +78,8 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
     if (bad) {
         vi.sq.pop();
         vi.tx_seq++;
-        TxEntry e{TxEntry::kLocal};
+        TxEntry e;
+    e.kind = TxEntry::kLocal;
         e.done = true;
         e.desc = w.desc;
         e.status = bad;
@@ -99,7 +100,8 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
 // The head descriptor has left: it completes now, or when the target answers, but
 // always after every descriptor posted before it.
 void Engine::finish_send(Vi& vi, const WorkItem& w) {
-    TxEntry e{TxEntry::kLocal};
+    TxEntry e;
+    e.kind = TxEntry::kLocal;
     e.desc = w.desc;
     e.len = vi.tx_len;
     e.seq = vi.tx_seq;
@@ -184,6 +186,10 @@ void Engine::send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_
 void Engine::queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload) {
     if (static_cast<size_t>(peer) >= backlog_per_peer_.size()) backlog_per_peer_.resize(peer + 1, 0);
     if (backlog_per_peer_[peer] == 0 && try_control(peer, h, payload)) return;
+    if (backlog_per_peer_[peer] >= kMaxBacklogPerPeer) {
+        status_->nic.drops++;  // a live peer that stopped reading: its liveness is its problem
+        return;
+    }
     backlog_.push_back({peer, h, std::vector<uint8_t>(payload, payload + h.msg_len)});
     backlog_per_peer_[peer]++;
 }
@@ -359,7 +365,7 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
             while (done < frag) {
                 Seg& s = vi.tx_segs[vi.tx_seg];
                 uint32_t take = std::min(frag - done, s.len - vi.tx_seg_off);
-                memcpy(p + done, s.ptr + vi.tx_seg_off, take);
+                if (take) memcpy(p + done, s.ptr + vi.tx_seg_off, take);  // zero-length: no pointer
                 done += take;
                 vi.tx_seg_off += take;
                 if (vi.tx_seg_off == s.len) {

@@ -125,7 +125,7 @@ static void scatter(const Seg* segs, uint32_t nsegs, uint32_t off, const uint8_t
     while (i < nsegs && off >= segs[i].len) off -= segs[i++].len;
     while (len && i < nsegs) {
         uint32_t take = std::min(len, segs[i].len - off);
-        memcpy(segs[i].ptr + off, src, take);
+        if (take) memcpy(segs[i].ptr + off, src, take);  // zero-length segments have no pointer
         src += take;
         len -= take;
         off = 0;
@@ -256,8 +256,8 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         return;
     }
     Vi* vi = connected_target(*this, f, h);
-    if (!vi) {
-        status_->nic.drops++;
+    if (!vi || vi->attrs.reliability == VIP_SERVICE_UNRELIABLE) {
+        status_->nic.drops++;  // RDMA read exists on reliable VIs only
         return;
     }
     nicfw_rdma_ext x;
@@ -330,17 +330,19 @@ void Engine::on_nak(const RxFrame& f, const nicfw_frame_hdr& h) {
     }
     auto it = std::find_if(vi->pending.begin(), vi->pending.end(),
                            [](const TxEntry& e) { return e.kind != TxEntry::kLocal && !e.done; });
-    VIP_ERROR_CODE why = VIP_ERROR_RDMAW_PROT;
-    if (it != vi->pending.end()) {
-        // Only error bits cross the wire: a peer cannot set our DONE or op bits.
-        it->status = (h.imm & VIP_STATUS_ERROR_MASK) ? (h.imm & VIP_STATUS_ERROR_MASK) : VIP_STATUS_TRANSPORT_ERROR;
-        it->done = true;
-        if (it->kind == TxEntry::kRead) {
-            vi->reads_out--;
-            why = VIP_ERROR_RDMAR_PROT;
-        }
-        retire(*vi);  // invalidates it
+    if (it == vi->pending.end()) {
+        status_->nic.drops++;  // nothing of ours awaits an answer: a stray NAK
+        return;
     }
+    // Only error bits cross the wire: a peer cannot set our DONE or op bits.
+    it->status = (h.imm & VIP_STATUS_ERROR_MASK) ? (h.imm & VIP_STATUS_ERROR_MASK) : VIP_STATUS_TRANSPORT_ERROR;
+    it->done = true;
+    VIP_ERROR_CODE why = VIP_ERROR_RDMAW_PROT;
+    if (it->kind == TxEntry::kRead) {
+        vi->reads_out--;
+        why = VIP_ERROR_RDMAR_PROT;
+    }
+    retire(*vi);  // invalidates it
     flush_vi(*vi, VIP_STATE_ERROR, false, why);
 }
 

@@ -132,10 +132,10 @@ VIPL_API VIP_RETURN VipQueryNic(VIP_NIC_HANDLE nic, VIP_NIC_ATTRIBUTES* a) {
     a->NativeMTU = nic->eng->mtu();
     a->MaxPtags = NICFW_MAX_PTAGS;
     // shm is lossless and in order, and the firmware acknowledges placement for
-    // reliable reception, so all three levels hold. RDMA read is not executed yet.
+    // reliable reception, so all three levels hold. RDMA read runs on the reliable ones.
     a->ReliabilityLevelSupport =
         VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
-    a->RDMAReadSupport = 0;
+    a->RDMAReadSupport = VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
     return VIP_SUCCESS;
 }
 

@@ -16,12 +16,12 @@ VIP_RETURN check_attrs(vip_nic* nic, const VIP_VI_ATTRIBUTES* a, nicfw::ViAttrs*
         return VIP_INVALID_RELIABILITY_LEVEL;
     if (a->MaxTransferSize > NICFW_MAX_TRANSFER) return VIP_INVALID_MTU;
     if (!ok(a->Ptag) || a->Ptag->nic != nic) return VIP_INVALID_PTAG;
-    // RDMA read is not offered on any level yet (VIP_NIC_ATTRIBUTES.RDMAReadSupport = 0).
-    if (a->EnableRdmaRead) return VIP_INVALID_RDMAREAD;
+    // RDMA read needs a reliable VI (VIP_NIC_ATTRIBUTES.RDMAReadSupport).
+    if (a->EnableRdmaRead && r == VIP_SERVICE_UNRELIABLE) return VIP_INVALID_RDMAREAD;
     out->reliability = r;
     out->ptag = a->Ptag->id;
     out->rdma_write = a->EnableRdmaWrite != 0;
-    out->rdma_read = false;
+    out->rdma_read = a->EnableRdmaRead != 0;
     // 0 asks for the NIC's maximum.
     out->max_transfer = a->MaxTransferSize ? static_cast<uint32_t>(a->MaxTransferSize) : NICFW_MAX_TRANSFER;
     return VIP_SUCCESS;

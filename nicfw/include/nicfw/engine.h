@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -75,7 +76,8 @@ struct WorkItem {
 // limit, so thousands of idle VIs cost little memory.
 class WorkQueue {
 public:
-    explicit WorkQueue(uint32_t limit_pow2) : ring_(kInitial), mask_(kInitial - 1), limit_(limit_pow2) {}
+    explicit WorkQueue(uint32_t limit_pow2)
+        : ring_(std::min(kInitial, limit_pow2)), mask_(std::min(kInitial, limit_pow2) - 1), limit_(limit_pow2) {}
     bool empty() const { return head_ == tail_; }
     uint32_t size() const { return tail_ - head_; }
     bool push(WorkItem w) {
@@ -147,7 +149,8 @@ struct ViAttrs {
 // queue's descriptors in post order, while acked sends/writes and reads finish when the
 // target answers, so completion goes through this FIFO.
 struct TxEntry {
-    enum Kind : uint8_t { kLocal, kAcked, kRead } kind;  // done at transmit / on ACK / on data
+    enum Kind : uint8_t { kLocal, kAcked, kRead };
+    Kind kind = kLocal;  // done at transmit / on ACK / on data
     bool done = false;
     VIP_DESCRIPTOR* desc = nullptr;
     uint32_t status = 0;  // completion status bits once done
@@ -372,6 +375,7 @@ private:
         nicfw_frame_hdr hdr;
         std::vector<uint8_t> payload;
     };
+    static constexpr uint32_t kMaxBacklogPerPeer = 4096;
     std::vector<PendingControl> backlog_;      // in order of sending
     std::vector<uint32_t> backlog_per_peer_;   // entries per peer, indexed by peer
 

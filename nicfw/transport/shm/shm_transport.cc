@@ -196,27 +196,32 @@ int ShmTransport::resolve(const uint8_t* addr, size_t len) {
     if (id < 0) return id;
     Peer& p = peers_[id];
     if (p.dead) return -EHOSTUNREACH;
-    if (p.tx_lane < 0) {
-        uint32_t l;
-        if (!free_lanes_.empty()) {
-            l = free_lanes_.back();
-            free_lanes_.pop_back();
-        } else if (next_lane_ < kLanes) {
-            l = next_lane_++;
-        } else {
-            return -ENOSPC;  // more peers than lanes
-        }
-        ShmLane* ln = lane(seg_, l);
-        ln->dst_pid = p.pid;
-        ln->dst_nonce = p.nonce;
-        ln->cons.store(0, std::memory_order_relaxed);
-        for (auto& s : ln->slots) s.seq.store(0, std::memory_order_relaxed);
-        p.tx_lane = static_cast<int>(l);
-        p.prod = p.cached_cons = 0;
-        p.hello_pending = true;
-        post_hello(p);  // if the mailbox is full, poll_slow retries; frames wait in the lane
-    }
+    if (p.tx_lane < 0 && !open_lane(p)) return -ENOSPC;
     return id;
+}
+
+// Claims a lane in our segment for frames to p and announces it with a hello. Called on
+// the first send to a peer, whether we resolved it or it reached us first.
+bool ShmTransport::open_lane(Peer& p) {
+    uint32_t l;
+    if (!free_lanes_.empty()) {
+        l = free_lanes_.back();
+        free_lanes_.pop_back();
+    } else if (next_lane_ < kLanes) {
+        l = next_lane_++;
+    } else {
+        return false;  // more peers than lanes
+    }
+    ShmLane* ln = lane(seg_, l);
+    ln->dst_pid = p.pid;
+    ln->dst_nonce = p.nonce;
+    ln->cons.store(0, std::memory_order_relaxed);
+    for (auto& s : ln->slots) s.seq.store(0, std::memory_order_relaxed);
+    p.tx_lane = static_cast<int>(l);
+    p.prod = p.cached_cons = 0;
+    p.hello_pending = true;
+    post_hello(p);  // if the mailbox is full, poll_slow retries; frames wait in the lane
+    return true;
 }
 
 bool ShmTransport::post_hello(Peer& p) {
@@ -267,7 +272,8 @@ void ShmTransport::process_mailbox() {
 
 uint8_t* ShmTransport::tx_reserve(int peer, uint32_t len) {
     Peer& p = peers_[peer];
-    if (p.tx_lane < 0 || p.dead || len > max_frame()) return nullptr;
+    if (p.dead || len > max_frame()) return nullptr;
+    if (p.tx_lane < 0 && !open_lane(p)) return nullptr;  // a peer that reached us first
     if (p.prod - p.cached_cons >= kSlots) {
         // Acquire pairs with the consumer's release store of cons: the slot is free.
         p.cached_cons = lane(seg_, p.tx_lane)->cons.load(std::memory_order_acquire);

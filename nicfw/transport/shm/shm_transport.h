@@ -72,6 +72,7 @@ private:
     int map_peer(uint32_t pid, uint32_t fd, uint32_t nonce, ShmSegment** seg, size_t* len);
     int peer_for(const uint8_t* addr, size_t len, bool* created);
     bool post_hello(Peer& p);
+    bool open_lane(Peer& p);
     void process_mailbox();
     ShmLane* lane(ShmSegment* seg, uint32_t i) const;
 

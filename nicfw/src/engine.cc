@@ -419,6 +419,12 @@ void Engine::slow_path(uint64_t now) {
     }
 }
 
+void Engine::inject_frame(int peer, const uint8_t* data, uint32_t len) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (peer < 0 || static_cast<size_t>(peer) >= tr_->peer_count()) return;
+    handle_frame(RxFrame{data, len, peer});
+}
+
 // ---------------------------------------------------------------- async errors
 void Engine::raise(Vi* vi, Cq* cq, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE res, VIP_ERROR_CODE code) {
     VIP_ERROR_DESCRIPTOR e{};

@@ -290,6 +290,10 @@ public:
     void set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*));
     Vi* vi_by_index(uint32_t idx);
 
+    // Feeds one frame to the receive path as if it came from transport peer `peer` (a
+    // peer index this NIC knows). For fuzzing and tests; takes the engine lock.
+    void inject_frame(int peer, const uint8_t* data, uint32_t len);
+
 private:
     Engine() = default;
     bool step_locked();

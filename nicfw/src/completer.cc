@@ -5,7 +5,8 @@
 
 namespace softvia::nicfw {
 
-void Engine::complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
+void Engine::complete_on(Vi& vi, uint32_t queue, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
+    const bool recv = queue != NICFW_SENDQ;
     d->CS.Length = len;
     // status may name its operation (RDMA); otherwise the queue does.
     uint32_t op = (status & VIP_STATUS_OP_MASK) ? 0 : (recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND);
@@ -24,10 +25,11 @@ void Engine::complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uin
         vi.st->c.sends_done++;
         status_->nic.sends_done++;
     }
-    if (Cq* cq = recv ? vi.rcq : vi.scq) cq_push(cq, vi, recv);
+    Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_reply;
+    if (cq) cq_push(cq, vi, queue);
 }
 
-void Engine::cq_push(Cq* cq, Vi& vi, bool recv) {
+void Engine::cq_push(Cq* cq, Vi& vi, uint32_t queue) {
     uint64_t prod = cq->prod.load(std::memory_order_relaxed);
     // Acquire pairs with the driver's release of cons: the entry slot is free again.
     uint64_t cons = cq->cons.load(std::memory_order_acquire);
@@ -38,7 +40,7 @@ void Engine::cq_push(Cq* cq, Vi& vi, bool recv) {
         raise(&vi, cq, nullptr, VIP_RESOURCE_CQ, VIP_ERROR_CATASTROPHIC);
         return;
     }
-    cq->entries[prod % cq->entries.size()] = nicfw_cqe{reinterpret_cast<uint64_t>(vi.user), NICFW_VI_INDEX(vi.id), recv ? 1u : 0u};
+    cq->entries[prod % cq->entries.size()] = nicfw_cqe{reinterpret_cast<uint64_t>(vi.user), NICFW_VI_INDEX(vi.id), queue};
     // Release: the driver that sees prod sees the entry.
     cq->prod.store(prod + 1, std::memory_order_release);
 }
@@ -73,6 +75,10 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     while (!vi.rq.empty()) {
         complete(vi, true, vi.rq.front().desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
         vi.rq.pop();
+    }
+    while (!vi.rq_reply.empty()) {
+        complete_on(vi, NICFW_REPLYQ, vi.rq_reply.front().desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        vi.rq_reply.pop();
     }
     if (new_state == VIP_STATE_ERROR && old == VIP_STATE_CONNECTED)
         raise(&vi, nullptr, nullptr, VIP_RESOURCE_VI, why);

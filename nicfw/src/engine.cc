@@ -213,10 +213,11 @@ int Engine::destroy_vi(Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
     uint32_t st = vi->state.load(std::memory_order_relaxed);
     if (st == VIP_STATE_CONNECTED || st == VIP_STATE_CONNECT_PENDING) return -EBUSY;
-    if (!vi->sq.empty() || !vi->rq.empty() || !vi->pending.empty()) return -EBUSY;
+    if (!vi->sq.empty() || !vi->rq.empty() || !vi->rq_reply.empty() || !vi->pending.empty()) return -EBUSY;
     uint32_t idx = NICFW_VI_INDEX(vi->id);
     if (vi->scq) vi->scq->bound--;
     if (vi->rcq) vi->rcq->bound--;
+    if (vi->rcq_reply) vi->rcq_reply->bound--;
     tx_active_.erase(std::remove(tx_active_.begin(), tx_active_.end(), vi), tx_active_.end());
     connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), vi), connecting_.end());
     ack_owed_.erase(std::remove(ack_owed_.begin(), ack_owed_.end(), vi), ack_owed_.end());
@@ -233,6 +234,16 @@ int Engine::set_vi_attrs(Vi* vi, const ViAttrs& a) {
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
     vi->attrs = a;
     vi->st->reliability = a.reliability;
+    return 0;
+}
+
+int Engine::enable_steering(Vi* vi, Cq* reply_cq) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    if (vi->rcq_reply) vi->rcq_reply->bound--;
+    vi->rcq_reply = reply_cq;
+    if (reply_cq) reply_cq->bound++;
+    vi->steering = true;
     return 0;
 }
 
@@ -280,11 +291,12 @@ bool Engine::service_doorbells() {
         if (vi == nullptr) continue;  // VI destroyed after posting: the driver refuses that
         WorkItem w{reinterpret_cast<VIP_DESCRIPTOR*>(db.desc), db.memh};
         uint32_t st = vi->state.load(std::memory_order_relaxed);
-        if (db.queue == NICFW_RECVQ) {
-            if (st == VIP_STATE_ERROR) {
-                complete(*vi, true, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
-            } else if (!vi->rq.push(w)) {
-                complete(*vi, true, w.desc, VIP_STATUS_FORMAT_ERROR, 0);  // driver bounds it; never
+        if (db.queue == NICFW_RECVQ || db.queue == NICFW_REPLYQ) {
+            WorkQueue& q = db.queue == NICFW_REPLYQ ? vi->rq_reply : vi->rq;
+            if (st == VIP_STATE_ERROR || (db.queue == NICFW_REPLYQ && !vi->steering)) {
+                complete_on(*vi, db.queue, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+            } else if (!q.push(w)) {
+                complete_on(*vi, db.queue, w.desc, VIP_STATUS_FORMAT_ERROR, 0);  // driver bounds it; never
             }
         } else {
             if (st != VIP_STATE_CONNECTED) {

@@ -54,7 +54,7 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
     if (bad == 0) {
         control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
         op = control & VIP_CONTROL_OP_MASK;
-        if ((control & VIP_CONTROL_RESERVED) || op == VIP_CONTROL_OP_RESERVED) {
+        if ((control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY) || op == VIP_CONTROL_OP_RESERVED) {
             bad = VIP_STATUS_FORMAT_ERROR;
         } else if (op != VIP_CONTROL_OP_SENDRECV) {
             // RDMA: DS[0] is the address segment naming the remote buffer.
@@ -378,6 +378,7 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
             h->type = rdma ? NICFW_F_RDMA_WRITE : NICFW_F_DATA;
             h->version = NICFW_ABI_VERSION;
             h->flags = (control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0;
+            if (control & VIP_EXT_CONTROL_REPLY) h->flags |= NICFW_FF_REPLY;
             if (vi.tx_off + frag == vi.tx_len) h->flags |= NICFW_FF_LAST;
             h->reserved = 0;
             h->dst_vi = vi.remote_vi;

@@ -78,7 +78,9 @@ bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     vi.rx_write = false;
     vi.rx_len = h.msg_len;
     vi.rx_status = 0;
-    if (vi.rq.empty()) {
+    WorkQueue& rq = recv_queue_for(vi, h.flags);
+    vi.rx_reply = &rq == &vi.rq_reply;
+    if (rq.empty()) {
         // No receive descriptor. Unreliable: the message is dropped. Reliable levels:
         // VIA says the connection breaks (that is why upper layers run credits).
         vi.rx_discard = true;
@@ -90,13 +92,13 @@ bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
         }
         return false;
     }
-    WorkItem& w = vi.rq.front();
+    WorkItem& w = rq.front();
     vi.rx_has_desc = true;
     uint16_t n = 0;
     uint32_t bad = check_desc(vi, w, &n);
     if (bad == 0) {
         uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
-        if (control & VIP_CONTROL_RESERVED) bad = VIP_STATUS_FORMAT_ERROR;
+        if (control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY) bad = VIP_STATUS_FORMAT_ERROR;
     }
     if (bad == 0) bad = validate_segments(vi, w.desc, 0, n, vi.rx_segs, &vi.rx_cap);
     if (bad == 0 && h.msg_len > vi.rx_cap) bad = VIP_STATUS_LENGTH_ERROR;
@@ -168,32 +170,36 @@ void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last
         }
         if (last && (last->flags & NICFW_FF_IMMEDIATE)) {
             // RDMA write with immediate data consumes a receive descriptor.
-            if (vi.rq.empty()) {
+            WorkQueue& rq = recv_queue_for(vi, last->flags);
+            const uint32_t qk = &rq == &vi.rq_reply ? NICFW_REPLYQ : NICFW_RECVQ;
+            if (rq.empty()) {
                 vi.st->c.drops++;
                 status_->nic.drops++;
                 if (reliable) refuse(vi, VIP_STATUS_REMOTE_DESC_ERROR, last->seq, VIP_ERROR_RECVQ_EMPTY);
                 return;
             }
-            WorkItem w = vi.rq.front();
-            vi.rq.pop();
+            WorkItem w = rq.front();
+            rq.pop();
             uint16_t n;
             uint32_t bad = check_desc(vi, w, &n);
             if (bad == 0) w.desc->CS.ImmediateData = last->imm;
-            complete(vi, true, w.desc, bad ? bad : VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE,
-                     bad ? 0 : vi.rx_len);
+            complete_on(vi, qk, w.desc, bad ? bad : VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE,
+                        bad ? 0 : vi.rx_len);
         }
         if (reliable) owe_ack(vi, ack_owed_);
         return;
     }
     if (!vi.rx_has_desc) return;  // discarded for lack of a descriptor
     vi.rx_has_desc = false;
-    WorkItem w = vi.rq.front();
-    vi.rq.pop();
+    WorkQueue& rq = vi.rx_reply ? vi.rq_reply : vi.rq;
+    WorkItem w = rq.front();
+    rq.pop();
     if (last && (last->flags & NICFW_FF_IMMEDIATE)) {
         w.desc->CS.ImmediateData = last->imm;
         status |= VIP_STATUS_IMMEDIATE;
     }
-    complete(vi, true, w.desc, status, (status & VIP_STATUS_ERROR_MASK) ? 0 : vi.rx_len);
+    complete_on(vi, vi.rx_reply ? NICFW_REPLYQ : NICFW_RECVQ, w.desc, status,
+                (status & VIP_STATUS_ERROR_MASK) ? 0 : vi.rx_len);
     if (status & VIP_STATUS_ERROR_MASK) {
         // VIA: on a reliable VI a message the receive descriptor cannot take (too small,
         // bad segments) breaks the connection.

@@ -354,6 +354,26 @@ VIP_RETURN VipExtQueryViCounters(VIP_VI_HANDLE ViHandle, VIP_EXT_COUNTERS *Count
 /* The NIC-wide index of a VI (what the stat tool prints). */
 VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE ViHandle, VIP_UINT32 *ViId);
 
+/* Request/reply steering (docs/steering.md). A send (or RDMA write with immediate
+ * data) whose Control has VIP_EXT_CONTROL_REPLY is a reply; any other is a request. On a
+ * VI with steering enabled, the receiving firmware places replies into the VI's reply
+ * receive queue and requests into its ordinary receive queue, so the host need not
+ * sort them. Without steering the bit is ignored and everything uses the receive queue.
+ * The bit is one of VIA 1.0's reserved control bits; only this provider accepts it. */
+#define VIP_EXT_CONTROL_REPLY 0x8000
+/* CQ entries of the reply queue report RecvQueue = VIP_EXT_REPLY_QUEUE. */
+#define VIP_EXT_REPLY_QUEUE 2
+
+/* Enables steering on an idle VI; ReplyCQ (may be NULL) receives the reply queue's
+ * completion entries. VIP_INVALID_STATE if the VI is not idle. */
+VIP_RETURN VipExtEnableSteering(VIP_VI_HANDLE ViHandle, VIP_CQ_HANDLE ReplyCQ);
+/* The reply receive queue: post, poll, wait (as VipPostRecv/VipRecvDone/VipRecvWait).
+ * VIP_INVALID_STATE when steering is not enabled on the VI. */
+VIP_RETURN VipExtPostRecvReply(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
+                               VIP_MEM_HANDLE MemoryHandle);
+VIP_RETURN VipExtRecvReplyDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr);
+VIP_RETURN VipExtRecvReplyWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr);
+
 /* A readable name of a VIP_RETURN value ("VIP_NO_MATCH"); never NULL. */
 const char *VipExtReturnString(VIP_RETURN Code);
 

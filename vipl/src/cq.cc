@@ -46,7 +46,7 @@ VIP_RETURN take(vip_cq* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
     // Release: the firmware that sees cons may overwrite the entry we just read.
     d->cons.store(cons + 1, std::memory_order_release);
     *vi = reinterpret_cast<VIP_VI_HANDLE>(e.vi_context);
-    *recv = e.recv ? VIP_TRUE : VIP_FALSE;
+    *recv = e.recv;  // VIP_FALSE send, VIP_TRUE receive, VIP_EXT_REPLY_QUEUE reply (steering)
     return VIP_SUCCESS;
 }
 }  // namespace

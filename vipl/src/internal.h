@@ -89,7 +89,10 @@ struct vip_vi {
     VIP_VI_ATTRIBUTES attrs{};
     vip_cq* scq = nullptr;
     vip_cq* rcq = nullptr;
+    vip_cq* reply_cq = nullptr;
+    bool steering = false;
     softvia::vipl::DriverQueue sq, rq;
+    softvia::vipl::DriverQueue rq_reply;  // steering: replies land here
 };
 
 struct vip_conn {

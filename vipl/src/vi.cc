@@ -106,7 +106,8 @@ VIPL_API VIP_RETURN VipDestroyVi(VIP_VI_HANDLE vi) {
         // Descriptors the program has not taken back yet keep the VI alive (VIA 1.0).
         std::lock_guard<SpinLock> a(vi->sq.lock);
         std::lock_guard<SpinLock> b(vi->rq.lock);
-        if (!vi->sq.empty() || !vi->rq.empty()) return VIP_INVALID_STATE;
+        std::lock_guard<SpinLock> c(vi->rq_reply.lock);
+        if (!vi->sq.empty() || !vi->rq.empty() || !vi->rq_reply.empty()) return VIP_INVALID_STATE;
     }
     if (vi->nic->eng->destroy_vi(vi->dev) < 0) return VIP_INVALID_STATE;  // still connected
     vip_nic* nic = vi->nic;
@@ -179,4 +180,32 @@ VIPL_API VIP_RETURN VipSendWait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIP
 VIPL_API VIP_RETURN VipRecvWait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
     if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
     return wait(vi, vi->rq, timeout, out);
+}
+
+// ---------------------------------------------------------------- steering (extension)
+VIPL_API VIP_RETURN VipExtEnableSteering(VIP_VI_HANDLE vi, VIP_CQ_HANDLE reply_cq) {
+    if (!ok(vi) || (reply_cq && (!ok(reply_cq) || reply_cq->nic != vi->nic))) return VIP_INVALID_PARAMETER;
+    if (vi->nic->eng->enable_steering(vi->dev, reply_cq ? reply_cq->dev : nullptr) < 0) return VIP_INVALID_STATE;
+    vi->reply_cq = reply_cq;
+    vi->steering = true;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtPostRecvReply(VIP_VI_HANDLE vi, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+    if (!ok(vi) || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
+        return VIP_INVALID_PARAMETER;
+    if (!vi->steering) return VIP_INVALID_STATE;
+    return post(vi, vi->rq_reply, NICFW_REPLYQ, d, memh);
+}
+
+VIPL_API VIP_RETURN VipExtRecvReplyDone(VIP_VI_HANDLE vi, VIP_DESCRIPTOR** out) {
+    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+    if (!vi->steering) return VIP_INVALID_STATE;
+    return done(vi, vi->rq_reply, out);
+}
+
+VIPL_API VIP_RETURN VipExtRecvReplyWait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
+    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+    if (!vi->steering) return VIP_INVALID_STATE;
+    return wait(vi, vi->rq_reply, timeout, out);
 }

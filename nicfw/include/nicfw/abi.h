@@ -44,7 +44,7 @@ extern "C" {
 /* ---- doorbell: what the driver writes to tell the NIC about a posted descriptor ---
  * One per-NIC queue of rung doorbells, so the firmware never scans VIs to find work
  * (the paper's 15 us doorbell plateau came from that scan). */
-enum nicfw_queue_kind { NICFW_SENDQ = 0, NICFW_RECVQ = 1 };
+enum nicfw_queue_kind { NICFW_SENDQ = 0, NICFW_RECVQ = 1, NICFW_REPLYQ = 2 /* steering */ };
 
 typedef struct {
     uint64_t desc;     /* descriptor virtual address (untrusted) */
@@ -57,7 +57,7 @@ typedef struct {
 typedef struct {
     uint64_t vi_context; /* the driver's value for the VI (its handle) */
     uint32_t vi_index;
-    uint32_t recv;       /* 1: receive queue, 0: send queue */
+    uint32_t recv;       /* enum nicfw_queue_kind */
 } nicfw_cqe;
 
 /* ---- wire frame header (transport independent, little-endian) --------------------
@@ -82,6 +82,7 @@ enum nicfw_frame_type {
 
 #define NICFW_FF_IMMEDIATE 0x01 /* DATA: imm carries immediate data */
 #define NICFW_FF_LAST 0x02      /* DATA: last fragment of the message */
+#define NICFW_FF_REPLY 0x04     /* DATA, RDMA_WRITE: message class reply (steering) */
 
 typedef struct {
     uint8_t type;     /* enum nicfw_frame_type */

@@ -168,7 +168,7 @@ struct ReadService {
 };
 
 struct Vi {
-    Vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE) {}
+    Vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE), rq_reply(NICFW_MAX_DESC_PER_QUEUE) {}
     uint32_t id = 0;  // NICFW_VI_MAKE(index, generation)
     void* user = nullptr;
     ViAttrs attrs;
@@ -188,6 +188,9 @@ struct Vi {
 
     // Device queues, fed by doorbells.
     WorkQueue sq, rq;
+    WorkQueue rq_reply;        // steering: receive queue for reply-class messages
+    bool steering = false;
+    Cq* rcq_reply = nullptr;
     std::deque<TxEntry> pending;  // transmitted, completing in post order
     uint32_t reads_out = 0;       // RDMA reads issued and not finished (QFENCE waits on them)
     std::deque<ReadService> serve;  // RDMA reads we answer, oldest first
@@ -206,6 +209,7 @@ struct Vi {
     // landing in registered memory (rx_dst).
     bool rx_busy = false, rx_discard = false, rx_has_desc = false;
     bool rx_write = false;
+    bool rx_reply = false;     // the message's descriptor comes from rq_reply
     uint8_t* rx_dst = nullptr;
     uint32_t rx_len = 0, rx_cap = 0, rx_nsegs = 0, rx_status = 0;
     Seg rx_segs[NICFW_MAX_SEGMENTS];
@@ -254,6 +258,7 @@ public:
     int create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out);
     int destroy_vi(Vi* vi);  // -EBUSY unless idle with empty device queues
     int set_vi_attrs(Vi* vi, const ViAttrs& a);
+    int enable_steering(Vi* vi, Cq* reply_cq);  // -EBUSY unless idle
     uint32_t vi_count();
 
     // Connections. Results arrive in vi->conn_result (VIP_RETURN) and vi->state.
@@ -342,8 +347,14 @@ private:
     void finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last);
 
     // completer
-    void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len);
-    void cq_push(Cq* cq, Vi& vi, bool recv);
+    void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
+        complete_on(vi, recv ? NICFW_RECVQ : NICFW_SENDQ, d, status, len);
+    }
+    void complete_on(Vi& vi, uint32_t queue, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len);
+    void cq_push(Cq* cq, Vi& vi, uint32_t queue);
+    WorkQueue& recv_queue_for(Vi& vi, uint8_t frame_flags) {
+        return (vi.steering && (frame_flags & NICFW_FF_REPLY)) ? vi.rq_reply : vi.rq;
+    }
     void flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE why);
     void raise(Vi* vi, Cq* cq, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE res, VIP_ERROR_CODE code);
     void count_tx(Vi& vi, uint32_t bytes);

@@ -83,6 +83,10 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
         e.done = true;
         e.desc = w.desc;
         e.status = bad;
+        // The status still names the operation, when the descriptor said which.
+        e.op = op == VIP_CONTROL_OP_RDMAWRITE  ? VIP_STATUS_OP_RDMA_WRITE
+               : op == VIP_CONTROL_OP_RDMAREAD ? VIP_STATUS_OP_RDMA_READ
+                                               : VIP_STATUS_OP_SEND;
         vi.pending.push_back(std::move(e));
         retire(vi);
         // VIA: on a reliable VI a descriptor error breaks the connection.

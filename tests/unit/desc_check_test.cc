@@ -173,14 +173,28 @@ TEST_F(DescCheck, DescriptorSegmentsRunOffRegion) {
     expect_still_works();
 }
 
-TEST_F(DescCheck, ReservedControlBitsAndRdmaOps) {
+TEST_F(DescCheck, ReservedControlBits) {
+    // 0x8000 is VIP_EXT_CONTROL_REPLY (steering); the other reserved bits are refused.
     uint8_t* data = n.alloc(16);
-    for (uint16_t control : {uint16_t{0x10}, uint16_t{0x8000}, uint16_t{VIP_CONTROL_OP_RDMAWRITE},
-                             uint16_t{VIP_CONTROL_OP_RDMAREAD}, uint16_t{VIP_CONTROL_OP_RESERVED}}) {
+    for (uint16_t control : {uint16_t{0x10}, uint16_t{0x0100}, uint16_t{0x4000}, uint16_t{VIP_CONTROL_OP_RESERVED}}) {
         VIP_DESCRIPTOR* d = n.desc(1);
         init_desc(d, 1, control);
         set_seg(d, 0, data, n.memh, 16);
         EXPECT_EQ(kSendDone | VIP_STATUS_FORMAT_ERROR, send_status(d, n.memh)) << control;
+    }
+    expect_still_works();
+}
+
+TEST_F(DescCheck, RdmaWithoutAddressSegment) {
+    // RDMA descriptors need DS[0] as the address segment: SegCount 0 is a format error.
+    for (uint16_t control : {uint16_t{VIP_CONTROL_OP_RDMAWRITE}, uint16_t{VIP_CONTROL_OP_RDMAREAD}}) {
+        VIP_DESCRIPTOR* d = n.desc(1);
+        init_desc(d, 0, control);
+        EXPECT_EQ(kSendDone | VIP_STATUS_FORMAT_ERROR | (control == VIP_CONTROL_OP_RDMAREAD
+                                                            ? VIP_STATUS_OP_RDMA_READ
+                                                            : VIP_STATUS_OP_RDMA_WRITE),
+                  send_status(d, n.memh))
+            << control;
     }
     expect_still_works();
 }

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "../transport/fault/fault_transport.h"
 #include "../transport/shm/shm_transport.h"
 
 namespace softvia::nicfw {
@@ -30,6 +31,13 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
     int rc = ShmTransport::create(&shm);
     if (rc < 0) return rc;
     e->tr_ = std::move(shm);
+    if (!cfg.faults.empty()) {
+        FaultSpec spec;
+        if (!parse_fault_spec(cfg.faults, &spec)) return -EINVAL;
+        auto ft = std::make_unique<FaultTransport>(std::move(e->tr_), spec);
+        e->faults_ = ft.get();
+        e->tr_ = std::move(ft);
+    }
     // Payload per frame: what fits after the header, in whole cache lines.
     e->mtu_ = (e->tr_->max_frame() - static_cast<uint32_t>(sizeof(nicfw_frame_hdr))) & ~63u;
 
@@ -429,6 +437,22 @@ void Engine::slow_path(uint64_t now) {
         }
         i++;
     }
+}
+
+int Engine::set_faults(const std::string& text) {
+    FaultSpec spec;
+    if (!parse_fault_spec(text, &spec)) return -EINVAL;
+    CtlGuard g(lock_, ctl_waiters_);
+    if (!faults_) return -EBUSY;  // the checksum trailer is decided at open
+    faults_->set_spec(spec);
+    return 0;
+}
+
+bool Engine::fault_counters(FaultCounters* out) {
+    CtlGuard g(lock_, ctl_waiters_);
+    if (!faults_) return false;
+    *out = faults_->counters();
+    return true;
 }
 
 void Engine::inject_frame(int peer, const uint8_t* data, uint32_t len) {

@@ -158,7 +158,7 @@ void Engine::refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why) {
 // with status, and acknowledges it where the initiator waits for that.
 void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last) {
     vi.rx_busy = false;
-    vi.rx_seq++;
+    vi.rx_seq = vi.rx_msg_seq + 1;
     const bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
     if (vi.rx_write) {
         vi.rx_write = false;
@@ -230,16 +230,29 @@ void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
     nicfw_rdma_ext x{};
     if (write) memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
     if (h.offset == 0) {
+        // At most once: a message older than one already seen is a duplicate (or was
+        // overtaken on a reordering link) and is dropped. Lossless links never do that.
+        if (static_cast<int32_t>(h.seq - vi.rx_seq) < 0 || (vi.rx_busy && h.seq == vi.rx_msg_seq)) {
+            vi.st->c.drops++;
+            status_->nic.drops++;
+            return;
+        }
         // A new message while one is unfinished: the old one lost its tail.
-        if (vi.rx_busy) finish_receive(vi, VIP_STATUS_PARTIAL_ERROR, nullptr);
-        if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;
+        if (vi.rx_busy) abandon_receive(vi);
+        if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;  // that broke it
+        vi.rx_msg_seq = h.seq;
+        vi.rx_got = 0;
         if (write) {
             begin_write(vi, h, x);
         } else if (!begin_receive(vi, h) && vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) {
             return;  // the connection broke
         }
-    } else if (!vi.rx_busy || h.msg_len != vi.rx_len || vi.rx_write != write) {
-        status_->nic.drops++;  // a middle fragment with no message started
+    } else if (!vi.rx_busy || h.seq != vi.rx_msg_seq || h.msg_len != vi.rx_len || vi.rx_write != write ||
+               h.offset < vi.rx_got) {
+        status_->nic.drops++;  // stray, stale or duplicate fragment
+        return;
+    } else if (h.offset > vi.rx_got) {
+        abandon_receive(vi);   // a fragment went missing: the message cannot complete
         return;
     }
     const uint8_t* payload = f.data + sizeof(nicfw_frame_hdr) + ext;
@@ -249,10 +262,29 @@ void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
         else
             scatter(vi.rx_segs, vi.rx_nsegs, h.offset, payload, h.frag_len);
     }
+    vi.rx_got += h.frag_len;
     if (!(h.flags & NICFW_FF_LAST)) return;
-    uint32_t status = vi.rx_status;
-    if (h.offset + h.frag_len != h.msg_len && status == 0) status = VIP_STATUS_PARTIAL_ERROR;
-    finish_receive(vi, status, &h);
+    if (vi.rx_got != h.msg_len) {
+        abandon_receive(vi);  // flagged last but short
+        return;
+    }
+    finish_receive(vi, vi.rx_status, &h);
+}
+
+// The message in progress cannot complete (a fragment was lost). Unreliable: it is
+// dropped and its receive descriptor waits for the next message. Reliable: without
+// retransmission a loss is an error, and the connection breaks.
+void Engine::abandon_receive(Vi& vi) {
+    vi.st->c.drops++;
+    status_->nic.drops++;
+    if (vi.attrs.reliability == VIP_SERVICE_UNRELIABLE) {
+        vi.rx_busy = false;
+        vi.rx_has_desc = false;
+        vi.rx_write = false;
+        vi.rx_seq = vi.rx_msg_seq + 1;
+        return;
+    }
+    finish_receive(vi, VIP_STATUS_PARTIAL_ERROR, nullptr);
 }
 
 // Target of an RDMA read: check the buffer, queue the answer for the requester.

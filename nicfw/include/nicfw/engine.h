@@ -213,15 +213,21 @@ struct Vi {
     uint8_t* rx_dst = nullptr;
     uint32_t rx_len = 0, rx_cap = 0, rx_nsegs = 0, rx_status = 0;
     Seg rx_segs[NICFW_MAX_SEGMENTS];
-    uint32_t rx_seq = 0;
+    uint32_t rx_seq = 0;       // sequence number the next message may carry at least
+    uint32_t rx_msg_seq = 0;   // the message in progress
+    uint32_t rx_got = 0;       // bytes of it received, in order
     uint32_t acks_owed = 0;  // reliable reception: placed messages not yet acknowledged
     bool ack_listed = false;
 
     nicfw_vi_status* st = nullptr;  // this VI's line in the status page
 };
 
+class FaultTransport;
+struct FaultCounters;
+
 struct EngineConfig {
     Progress progress = Progress::kInline;
+    std::string faults;  // fault injector spec (fault_transport.h); empty: none
     std::string device = "shm";
     void* nic_user = nullptr;  // VIP_NIC_HANDLE, for error descriptors
 };
@@ -236,6 +242,9 @@ public:
     Transport& transport() { return *tr_; }
     uint32_t mtu() const { return mtu_; }
     const nicfw_status_page* status() const { return status_; }
+    // Fault injection (NICs opened with a spec only): new rates, and what it did so far.
+    int set_faults(const std::string& spec);
+    bool fault_counters(FaultCounters* out);
 
     // ---- control path (takes the engine lock) ----
     int create_ptag(uint32_t* ptag);
@@ -345,6 +354,7 @@ private:
     void begin_write(Vi& vi, const nicfw_frame_hdr& h, const nicfw_rdma_ext& x);
     void refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why);
     void finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last);
+    void abandon_receive(Vi& vi);
 
     // completer
     void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
@@ -361,6 +371,7 @@ private:
 
     EngineConfig cfg_;
     std::unique_ptr<Transport> tr_;
+    FaultTransport* faults_ = nullptr;  // tr_ itself, when fault injection is on
     uint32_t mtu_ = 0;  // payload bytes per DATA frame
     MemTable mem_;
 

@@ -1,0 +1,177 @@
+// fault transport implementation.
+#include "fault_transport.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "nicfw/engine.h"  // now_ns
+
+namespace softvia::nicfw {
+
+namespace {
+// CRC-32C (Castagnoli), reflected, table-driven: only fault runs pay for it.
+struct Crc32cTable {
+    uint32_t t[256];
+    Crc32cTable() {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = (c >> 1) ^ ((c & 1) ? 0x82F63B78u : 0);
+            t[i] = c;
+        }
+    }
+};
+const Crc32cTable kCrc;
+
+uint64_t splitmix64(uint64_t& s) {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+}  // namespace
+
+uint32_t crc32c(const uint8_t* p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) c = kCrc.t[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return ~c;
+}
+
+bool parse_fault_spec(const std::string& text, FaultSpec* out) {
+    FaultSpec s;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        if (item.empty()) continue;
+        size_t eq = item.find('=');
+        if (eq == std::string::npos) return false;
+        std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+        char* end = nullptr;
+        if (k == "seed" || k == "delay_us") {
+            unsigned long long x = strtoull(v.c_str(), &end, 0);
+            if (v.empty() || *end) return false;
+            if (k == "seed") s.seed = x;
+            else if (x > 10000000) return false;  // at most 10 s
+            else s.delay_us = static_cast<uint32_t>(x);
+            continue;
+        }
+        double p = strtod(v.c_str(), &end);
+        if (v.empty() || *end || !(p >= 0 && p <= 1)) return false;
+        if (k == "drop") s.drop = p;
+        else if (k == "dup") s.dup = p;
+        else if (k == "reorder") s.reorder = p;
+        else if (k == "corrupt") s.corrupt = p;
+        else if (k == "delay") s.delay = p;
+        else return false;
+    }
+    *out = s;
+    return true;
+}
+
+FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const FaultSpec& spec)
+    : inner_(std::move(inner)), spec_(spec), rng_(spec.seed) {}
+
+void FaultTransport::set_spec(const FaultSpec& spec) {
+    spec_ = spec;
+    rng_ = spec.seed;
+}
+
+bool FaultTransport::roll(double p) {
+    if (p <= 0) return false;
+    return static_cast<double>(splitmix64(rng_) >> 11) * 0x1.0p-53 < p;
+}
+
+uint8_t* FaultTransport::tx_reserve(int peer, uint32_t len) {
+    if (held_.size() >= kMaxHeld || len > max_frame() || !inner_->peer_alive(peer)) return nullptr;
+    stage_.resize(len + kTrailer);
+    return stage_.data();
+}
+
+bool FaultTransport::send_now(int peer, const std::vector<uint8_t>& frame) {
+    uint8_t* p = inner_->tx_reserve(peer, static_cast<uint32_t>(frame.size()));
+    if (!p) return false;
+    memcpy(p, frame.data(), frame.size());
+    inner_->tx_commit(peer, static_cast<uint32_t>(frame.size()));
+    return true;
+}
+
+void FaultTransport::tx_commit(int peer, uint32_t len) {
+    uint32_t crc = crc32c(stage_.data(), len);
+    memcpy(stage_.data() + len, &crc, kTrailer);
+    if (roll(spec_.drop)) {
+        c_.dropped++;
+        return;
+    }
+    std::vector<uint8_t> frame(stage_.begin(), stage_.begin() + len + kTrailer);
+    if (roll(spec_.corrupt)) {
+        // One flipped bit anywhere in the frame or its trailer, after the checksum.
+        uint64_t bit = splitmix64(rng_) % (frame.size() * 8);
+        frame[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+        c_.corrupted++;
+    }
+    int copies = 1;
+    if (roll(spec_.dup)) {
+        copies = 2;
+        c_.duplicated++;
+    }
+    uint64_t now = now_ns();
+    for (int k = 0; k < copies; k++) {
+        if (roll(spec_.delay)) {
+            held_.push_back({peer, frame, now + spec_.delay_us * 1000ull, false});
+            c_.delayed++;
+        } else if (roll(spec_.reorder)) {
+            // Goes out right after the next frame to this peer (or within 200 us).
+            held_.push_back({peer, frame, now + 200000, true});
+            c_.reordered++;
+        } else {
+            if (!send_now(peer, frame)) held_.push_back({peer, frame, now, false});  // link full: keep it
+            flush_held(peer);
+        }
+    }
+}
+
+// Sends held frames that are due: delayed ones whose time has come, and frames held back
+// for reordering once another frame to their peer has gone (after_peer), or on deadline.
+void FaultTransport::flush_held(int after_peer) {
+    if (held_.empty()) return;
+    uint64_t now = now_ns();
+    for (size_t i = 0; i < held_.size();) {
+        Held& h = held_[i];
+        bool due = h.reorder ? (h.peer == after_peer || now >= h.due_ns) : now >= h.due_ns;
+        if (due && (!inner_->peer_alive(h.peer) || send_now(h.peer, h.frame))) {
+            held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+            i++;
+        }
+    }
+}
+
+int FaultTransport::rx_burst(RxFrame* out, int max) {
+    flush_held(-1);
+    int n = inner_->rx_burst(out, max);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        RxFrame f = out[i];
+        uint32_t crc;
+        if (f.len < kTrailer) {
+            c_.bad_checksum++;
+            continue;
+        }
+        memcpy(&crc, f.data + f.len - kTrailer, kTrailer);
+        if (crc32c(f.data, f.len - kTrailer) != crc) {
+            c_.bad_checksum++;  // corrupted on the way: as good as lost
+            continue;
+        }
+        f.len -= kTrailer;
+        out[kept++] = f;
+    }
+    if (n > 0 && kept == 0) inner_->rx_release();  // the engine releases only non-empty bursts
+    return kept;
+}
+
+void FaultTransport::poll_slow(std::vector<TransportEvent>& events) {
+    flush_held(-1);
+    inner_->poll_slow(events);
+}
+
+}  // namespace softvia::nicfw

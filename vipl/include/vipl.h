@@ -374,6 +374,20 @@ VIP_RETURN VipExtPostRecvReply(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *Descripto
 VIP_RETURN VipExtRecvReplyDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr);
 VIP_RETURN VipExtRecvReplyWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr);
 
+/* Fault injection (docs/faults.md). A NIC opened while SOFTVIA_FAULTS holds a spec such
+ * as "drop=0.01,dup=0.01,reorder=0.01,corrupt=0.001,delay=0.01,delay_us=50,seed=7" runs
+ * its wire through a seeded injector that also checksums every frame (a corrupted frame
+ * is detected and dropped, never delivered). All NICs of a job must agree on whether the
+ * injector is on. VipExtSetFaults changes the rates of such a NIC (VIP_INVALID_STATE on
+ * a NIC opened without it; VIP_INVALID_PARAMETER for a malformed spec). */
+typedef struct {
+    VIP_UINT64 Dropped, Duplicated, Reordered, Corrupted, Delayed;
+    VIP_UINT64 BadChecksum; /* frames this NIC received corrupted (and dropped) */
+} VIP_EXT_FAULT_COUNTERS;
+
+VIP_RETURN VipExtSetFaults(VIP_NIC_HANDLE NicHandle, const VIP_CHAR *Spec);
+VIP_RETURN VipExtQueryFaultCounters(VIP_NIC_HANDLE NicHandle, VIP_EXT_FAULT_COUNTERS *Counters);
+
 /* A readable name of a VIP_RETURN value ("VIP_NO_MATCH"); never NULL. */
 const char *VipExtReturnString(VIP_RETURN Code);
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "internal.h"
+#include "nicfw/faults.h"
 
 using namespace softvia;
 using namespace softvia::vipl;
@@ -76,6 +77,12 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
             return VIP_INVALID_PARAMETER;
         cfg.progress = Options->Progress == VIP_EXT_PROGRESS_THREAD ? nicfw::Progress::kThread
                                                                     : nicfw::Progress::kInline;
+    }
+    const char* fenv = getenv("SOFTVIA_FAULTS");
+    if (fenv && *fenv) {
+        nicfw::FaultSpec spec;
+        if (!nicfw::parse_fault_spec(fenv, &spec)) return VIP_INVALID_PARAMETER;
+        cfg.faults = fenv;
     }
     auto* nic = new (std::nothrow) vip_nic();
     if (!nic) return VIP_ERROR_RESOURCE;
@@ -291,6 +298,25 @@ VIPL_API VIP_RETURN VipExtQueryViCounters(VIP_VI_HANDLE vi, VIP_EXT_COUNTERS* ou
 VIPL_API VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE vi, VIP_UINT32* id) {
     if (!ok(vi) || !id) return VIP_INVALID_PARAMETER;
     *id = NICFW_VI_INDEX(vi->dev->id);
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtSetFaults(VIP_NIC_HANDLE nic, const VIP_CHAR* spec) {
+    if (!ok(nic) || !spec) return VIP_INVALID_PARAMETER;
+    int rc = nic->eng->set_faults(spec);
+    return rc == -EINVAL ? VIP_INVALID_PARAMETER : rc < 0 ? VIP_INVALID_STATE : VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtQueryFaultCounters(VIP_NIC_HANDLE nic, VIP_EXT_FAULT_COUNTERS* out) {
+    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
+    nicfw::FaultCounters c;
+    if (!nic->eng->fault_counters(&c)) return VIP_INVALID_STATE;
+    out->Dropped = c.dropped;
+    out->Duplicated = c.duplicated;
+    out->Reordered = c.reordered;
+    out->Corrupted = c.corrupted;
+    out->Delayed = c.delayed;
+    out->BadChecksum = c.bad_checksum;
     return VIP_SUCCESS;
 }
 

@@ -54,6 +54,9 @@ bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     vi.rx_has_desc = false;
     vi.rx_len = h.msg_len;
     vi.rx_status = 0;
+    // A receive posted before the sender sent this message may still be a doorbell in
+    // flight (rung after this step's doorbell pass): it is visible now, so take it.
+    if (vi.rq.empty()) service_doorbells();
     if (vi.rq.empty()) {
         // No receive descriptor. Unreliable: the message is dropped. Reliable levels:
         // VIA says the connection breaks (that is why upper layers run credits).

@@ -47,7 +47,8 @@ void connect_done(Vi& vi, uint32_t state, int result) {
 }
 }  // namespace
 
-int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* disc, size_t dlen) {
+int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* disc, size_t dlen,
+                            const uint8_t* local_disc, size_t llen) {
     CtlGuard g(lock_, ctl_waiters_);
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
     int peer = tr_->resolve(addr, alen);
@@ -59,8 +60,10 @@ int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint
     set_state(*vi, VIP_STATE_CONNECT_PENDING);
     vi->st->peer = static_cast<uint16_t>(peer);
     nicfw_conn_payload pl = attrs_payload(vi->attrs);
+    pl.src_disc_len = static_cast<uint16_t>(llen);
     pl.dst_disc_len = static_cast<uint16_t>(dlen);
-    memcpy(pl.disc, disc, dlen);
+    memcpy(pl.disc, local_disc, llen);
+    memcpy(pl.disc + llen, disc, dlen);
     send_control(peer, NICFW_F_CONN_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl);
     return 0;
 }
@@ -142,6 +145,9 @@ int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t
 
 int Engine::disconnect(Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
+    // Descriptors posted before this call may still be doorbells in flight (thread
+    // mode): move them onto the queues first, so the flush below completes them.
+    service_doorbells();
     uint32_t st = vi->state.load(std::memory_order_relaxed);
     if (st == VIP_STATE_CONNECT_PENDING) {
         connect_done(*vi, VIP_STATE_IDLE, VIP_TIMEOUT);
@@ -191,7 +197,7 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
                 l->req.max_transfer = pl.max_transfer;
                 l->req.rdma_write = pl.rdma_write;
                 l->req.rdma_read = pl.rdma_read;
-                l->req.disc.assign(dst_disc, dst_disc + pl.dst_disc_len);
+                l->req.disc.assign(src_disc, src_disc + pl.src_disc_len);
                 l->req.addr = tr_->peer_addr(f.peer);
                 // Release: the waiting driver that sees matched sees req.
                 l->matched.store(true, std::memory_order_release);

@@ -80,6 +80,9 @@ bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     vi.rx_status = 0;
     WorkQueue& rq = recv_queue_for(vi, h.flags);
     vi.rx_reply = &rq == &vi.rq_reply;
+    // A receive posted before the sender sent this message may still be a doorbell in
+    // flight (rung after this step's doorbell pass): it is visible now, so take it.
+    if (rq.empty()) service_doorbells();
     if (rq.empty()) {
         // No receive descriptor. Unreliable: the message is dropped. Reliable levels:
         // VIA says the connection breaks (that is why upper layers run credits).
@@ -172,6 +175,7 @@ void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last
             // RDMA write with immediate data consumes a receive descriptor.
             WorkQueue& rq = recv_queue_for(vi, last->flags);
             const uint32_t qk = &rq == &vi.rq_reply ? NICFW_REPLYQ : NICFW_RECVQ;
+            if (rq.empty()) service_doorbells();  // a receive posted just before (see begin_receive)
             if (rq.empty()) {
                 vi.st->c.drops++;
                 status_->nic.drops++;

@@ -505,13 +505,14 @@ struct ClientServer : ::testing::Test {
 TEST_F(ClientServer, ListenAcceptConnects) {
     Listener* l = n.e().listen(u8("svc"), 3);
     ASSERT_NE(nullptr, l);
-    ASSERT_EQ(0, n.e().connect_request(client, ad.data(), ad.size(), u8("svc"), 3));
+    ASSERT_EQ(0, n.e().connect_request(client, ad.data(), ad.size(), u8("svc"), 3, u8("me"), 2));
     EXPECT_EQ(VIP_STATE_CONNECT_PENDING, state_of(client));
     ASSERT_TRUE(pump_until(n.e(), [&] { return l->matched.load(); }));
     ConnRequest req;
     ASSERT_TRUE(n.e().unlisten(l, &req));
     EXPECT_EQ(client->id, req.client_vi);
-    EXPECT_EQ(std::vector<uint8_t>(u8("svc"), u8("svc") + 3), req.disc);
+    // The server learns the client's own discriminator (its VipConnectWait RemoteAddr).
+    EXPECT_EQ(std::vector<uint8_t>(u8("me"), u8("me") + 2), req.disc);
     EXPECT_EQ(ad, req.addr);
     EXPECT_EQ(VIP_SERVICE_UNRELIABLE, req.reliability);
     EXPECT_EQ(NICFW_MAX_TRANSFER, req.max_transfer);

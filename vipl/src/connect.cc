@@ -31,11 +31,13 @@ int wait_result(vip_vi* vi, VIP_ULONG timeout) {
 
 VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, VIP_NET_ADDRESS* remote,
                                       VIP_ULONG timeout, VIP_VI_ATTRIBUTES* remote_attrs) {
-    (void)local;  // the server matches on the discriminator of the address we connect to
+    // The server matches on the discriminator of the address we connect to; ours (from
+    // local) is what its VipConnectWait reports as the remote address.
     if (!ok(vi) || !addr_ok(remote)) return VIP_INVALID_PARAMETER;
     if (local && !addr_ok(local)) return VIP_INVALID_PARAMETER;
     int rc = vi->nic->eng->connect_request(vi->dev, remote->HostAddress, remote->HostAddressLen,
-                                           disc_of(remote), remote->DiscriminatorLen);
+                                           disc_of(remote), remote->DiscriminatorLen,
+                                           local ? disc_of(local) : nullptr, local ? local->DiscriminatorLen : 0);
     if (rc < 0) return rc == -EINVAL ? VIP_INVALID_PARAMETER : from_errno(rc);
     int r = wait_result(vi, timeout);
     if (r == -1) {
@@ -134,7 +136,12 @@ VIPL_API VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* remo
     int r = vi->dev->conn_result.load(std::memory_order_acquire);
     if (r == -1) {
         if (vi->dev->state.load(std::memory_order_acquire) == VIP_STATE_CONNECT_PENDING) return VIP_NOT_DONE;
-        r = vi->dev->conn_result.load(std::memory_order_acquire);
+        // The firmware sets the state, then the result: a poll can fall between the two.
+        // A short wait tells that apart from no request at all.
+        for (int i = 0; i < 100000 && r == -1; i++) {
+            __builtin_ia32_pause();
+            r = vi->dev->conn_result.load(std::memory_order_acquire);
+        }
         if (r == -1) return VIP_INVALID_STATE;  // no peer request outstanding
     }
     if (r == VIP_SUCCESS && remote_attrs) fill_attrs(vi->dev->remote, remote_attrs);

@@ -111,7 +111,8 @@ inline bool ok(const vip_ptag* p) { return p && p->magic == kPtagMagic; }
 
 // The wait loop of every Wait call: until cond() holds or timeout_ms passes. Inline
 // mode steps the firmware each turn. Thread mode spins briefly, then sleeps in
-// Engine::block() so that only the firmware thread polls. Returns cond()'s last value.
+// Engine::block() so that only the firmware thread polls. cond may consume what it
+// finds, so it is never asked again after it held. Returns whether it held.
 template <class Cond>
 bool wait_until(vip_nic* nic, VIP_ULONG timeout_ms, Cond cond) {
     if (cond()) return true;
@@ -121,7 +122,7 @@ bool wait_until(vip_nic* nic, VIP_ULONG timeout_ms, Cond cond) {
     for (uint32_t turn = 1;; turn++) {
         eng->progress();
         if (cond()) return true;
-        if (threaded && turn > 2000) eng->block(cond);
+        if (threaded && turn > 2000 && eng->block(cond)) return true;
         if ((threaded || (turn & 255) == 0) && deadline && nicfw::now_ns() >= deadline) return cond();
     }
 }

@@ -126,7 +126,7 @@ struct ConnRequest {
     uint16_t reliability = 0;
     uint32_t max_transfer = 0;
     bool rdma_write = false, rdma_read = false;
-    std::vector<uint8_t> disc;
+    std::vector<uint8_t> disc;  // the client's own discriminator
     std::vector<uint8_t> addr;  // the client NIC's address
 };
 
@@ -271,7 +271,10 @@ public:
     uint32_t vi_count();
 
     // Connections. Results arrive in vi->conn_result (VIP_RETURN) and vi->state.
-    int connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* disc, size_t dlen);
+    // disc: the server's discriminator (what it waits on); local_disc: the client's own,
+    // which the server's VipConnectWait reports as the remote address's discriminator.
+    int connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* disc, size_t dlen,
+                        const uint8_t* local_disc = nullptr, size_t llen = 0);
     void connect_cancel(Vi* vi);  // client gave up waiting
     Listener* listen(const uint8_t* disc, size_t dlen);
     // Removes a listener; true (and *req filled) if a request had matched it.
@@ -292,13 +295,16 @@ public:
     // Thread mode: an application thread that has spun long enough sleeps here until the
     // firmware makes progress or about a millisecond passes, so only the firmware
     // threads poll (a 2-core host cannot run four pollers). cond is re-checked after
-    // registering as a sleeper, so a completion is never missed.
+    // registering as a sleeper, so a completion is never missed. cond may consume what
+    // it finds (a Done call does): true means it held, and the caller must not ask again.
     template <class Cond>
-    void block(Cond cond) {
+    bool block(Cond cond) {
         uint32_t ev = events_.load(std::memory_order_acquire);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
-        if (!cond()) sleep_on_events(ev);
+        bool held = cond();
+        if (!held) sleep_on_events(ev);
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
+        return held;
     }
 
     void set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*));

@@ -29,7 +29,7 @@ uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t count, Se
     uint64_t sum = 0;
     for (uint32_t i = 0; i < count; i++) {
         VIP_DATA_SEGMENT s;
-        memcpy(&s, &d->DS[i].Local, sizeof s);  // one snapshot of untrusted memory
+        memcpy(&s, &desc_segment(d, i)->Local, sizeof s);  // one snapshot of untrusted memory
         if (s.Length == 0) {
             out[i] = Seg{nullptr, 0};
             continue;

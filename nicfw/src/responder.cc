@@ -176,7 +176,7 @@ void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
         uint32_t len = 0;
         // Length is what the descriptor asked to send; the segments were checked at send.
         for (uint16_t i = 0; i < w.desc->CS.SegCount && i < NICFW_MAX_SEGMENTS; i++)
-            len += w.desc->DS[i].Local.Length;
+            len += desc_segment(w.desc, i)->Local.Length;
         complete(*vi, false, w.desc, 0, len);
     }
 }

@@ -23,13 +23,13 @@ uint32_t Engine::check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount) {
     return mem_.check(w.memh, d, len, vi.attrs.ptag);
 }
 
-// Checks count data segments starting at d->DS[first] and resolves them to host ranges.
+// Checks count data segments starting at segment first and resolves them to host ranges.
 uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count, Seg* out,
                                    uint32_t* total) {
     uint64_t sum = 0;
     for (uint32_t i = 0; i < count; i++) {
         VIP_DATA_SEGMENT s;
-        memcpy(&s, &d->DS[first + i].Local, sizeof s);  // one snapshot of untrusted memory
+        memcpy(&s, &desc_segment(d, first + i)->Local, sizeof s);  // one snapshot of untrusted memory
         if (s.Length == 0) {
             out[i] = Seg{nullptr, 0};
             continue;
@@ -65,7 +65,7 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
                 bad = VIP_STATUS_FORMAT_ERROR;  // reads need a reliable VI and carry no immediate data
             } else {
                 VIP_ADDRESS_SEGMENT a;
-                memcpy(&a, &w.desc->DS[0].Remote, sizeof a);
+                memcpy(&a, &desc_segment(w.desc, 0)->Remote, sizeof a);
                 vi.tx_raddr = a.Data.AddressBits;
                 vi.tx_rmemh = a.Handle;
                 first = 1;

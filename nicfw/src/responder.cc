@@ -186,6 +186,9 @@ void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last
             rq.pop();
             uint16_t n;
             uint32_t bad = check_desc(vi, w, &n);
+            if (bad == 0 && (__atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED) & VIP_CONTROL_RESERVED &
+                             ~VIP_EXT_CONTROL_REPLY))
+                bad = VIP_STATUS_FORMAT_ERROR;  // checked as any receive descriptor is
             if (bad == 0) w.desc->CS.ImmediateData = last->imm;
             complete_on(vi, qk, w.desc, bad ? bad : VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE,
                         bad ? 0 : vi.rx_len);

@@ -67,6 +67,12 @@ private:
     SpinLock& l_;
 };
 
+// Segment i of a descriptor. VIP_DESCRIPTOR declares DS[2] but programs allocate as
+// many as SegCount says, so index from the control segment, not the declared array.
+inline VIP_DESCRIPTOR_SEGMENT* desc_segment(VIP_DESCRIPTOR* d, uint32_t i) {
+    return reinterpret_cast<VIP_DESCRIPTOR_SEGMENT*>(reinterpret_cast<uint8_t*>(d) + sizeof(VIP_CONTROL_SEGMENT)) + i;
+}
+
 struct WorkItem {
     VIP_DESCRIPTOR* desc;
     uint32_t memh;

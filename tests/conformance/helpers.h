@@ -443,6 +443,96 @@ static inline VIP_EXT_COUNTERS th_nic_counters_at_least(VIP_NIC_HANDLE nic, size
 }
 
 
+/* ---- RDMA ------------------------------------------------------------------------------ */
+
+/* A VI with the RDMA attributes asked for (th_vi has neither). */
+static inline VIP_VI_HANDLE th_vi_rdma(th_env *e, VIP_RELIABILITY_LEVEL rel, VIP_BOOLEAN rdmaw, VIP_BOOLEAN rdmar,
+                                       VIP_CQ_HANDLE scq, VIP_CQ_HANDLE rcq) {
+    VIP_VI_ATTRIBUTES va;
+    memset(&va, 0, sizeof va);
+    va.ReliabilityLevel = rel;
+    va.Ptag = e->ptag;
+    va.EnableRdmaWrite = rdmaw;
+    va.EnableRdmaRead = rdmar;
+    VIP_VI_HANDLE vi;
+    CHECK(VipCreateVi(e->nic, &va, scq, rcq, &vi));
+    return vi;
+}
+
+/* A connected pair on one NIC, both VIs with RDMA write, and RDMA read where the level
+ * has it (the reliable ones). */
+static inline void th_pair_rdma(th_env *e, VIP_RELIABILITY_LEVEL rel, VIP_VI_HANDLE *a, VIP_VI_HANDLE *b,
+                                const char *tag) {
+    VIP_BOOLEAN rd = rel != VIP_SERVICE_UNRELIABLE;
+    *a = th_vi_rdma(e, rel, VIP_TRUE, rd, NULL, NULL);
+    *b = th_vi_rdma(e, rel, VIP_TRUE, rd, NULL, NULL);
+    th_connect_peer(e, *a, *b, tag);
+}
+
+/* A memory region registered on its own: len bytes at the returned address, inside an
+ * allocation with TH_GUARD bytes on either side that are not registered. The whole
+ * allocation (guards included) is filled with TH_GUARD_BYTE. Free with th_region_free. */
+#define TH_GUARD 256
+#define TH_GUARD_BYTE 0xEE
+typedef struct {
+    char *base; /* the allocation */
+    char *p;    /* the registered range [p, p + len) */
+    size_t len;
+    VIP_MEM_HANDLE mh;
+    VIP_NIC_HANDLE nic;
+} th_region;
+
+static inline void th_region_new(th_env *e, th_region *r, size_t len, VIP_PROTECTION_HANDLE ptag, VIP_BOOLEAN rdmaw,
+                                 VIP_BOOLEAN rdmar) {
+    memset(r, 0, sizeof *r);
+    size_t total = (len + 2 * TH_GUARD + 4095) & ~(size_t)4095;
+    r->base = aligned_alloc(4096, total);
+    if (!r->base) FATAL("out of memory (%zu bytes)", total);
+    memset(r->base, TH_GUARD_BYTE, total);
+    r->p = r->base + TH_GUARD;
+    r->len = len;
+    r->nic = e->nic;
+    VIP_MEM_ATTRIBUTES ma = {ptag ? ptag : e->ptag, rdmaw, rdmar};
+    CHECK(VipRegisterMem(e->nic, r->p, len, &ma, &r->mh));
+}
+
+static inline void th_region_free(th_region *r) {
+    if (r->base) CHECK(VipDeregisterMem(r->nic, r->p, r->mh));
+    free(r->base);
+    memset(r, 0, sizeof *r);
+}
+
+/* Index of the first byte of [p, p + len) that is not TH_GUARD_BYTE, or -1. */
+static inline long th_guard_check(const void *p, size_t len) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < len; i++)
+        if (b[i] != TH_GUARD_BYTE) return (long)i;
+    return -1;
+}
+
+/* Sets d up as an RDMA descriptor (op VIP_CONTROL_OP_RDMAWRITE or _RDMAREAD): the
+ * address segment names raddr under rmh, then nloc local segments splitting [lbuf,
+ * lbuf + len) as evenly as possible (the last one takes the rest); nloc 0 makes a
+ * descriptor with the address segment only. d needs room for 1 + nloc segments. */
+static inline void th_set_rdma(VIP_DESCRIPTOR *d, VIP_UINT16 op, void *raddr, VIP_MEM_HANDLE rmh, VIP_MEM_HANDLE lmh,
+                               void *lbuf, uint32_t len, unsigned nloc) {
+    memset(&d->CS, 0, sizeof d->CS);
+    d->CS.Control = op;
+    d->CS.SegCount = (VIP_UINT16)(1 + nloc);
+    VIP_ADDRESS_SEGMENT *a = (VIP_ADDRESS_SEGMENT *)th_seg(d, 0);
+    memset(a, 0, sizeof *a);
+    a->Data.Address = raddr;
+    a->Handle = rmh;
+    uint32_t off = 0;
+    for (unsigned i = 0; i < nloc; i++) {
+        uint32_t part = i + 1 == nloc ? len - off : len / nloc;
+        th_seg(d, 1 + i)->Data.Address = (char *)lbuf + off;
+        th_seg(d, 1 + i)->Handle = lmh;
+        th_seg(d, 1 + i)->Length = part;
+        off += part;
+    }
+}
+
 /* ---- client/server connections -------------------------------------------------------- */
 
 /* What the server thread does once VipConnectWait has a request. */
@@ -509,6 +599,16 @@ static inline uint32_t th_await(VIP_DESCRIPTOR *d, VIP_VI_HANDLE poll_vi) {
     return __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE);
 }
 
+/* As th_await, stepping two VIs' NICs (a pair across two NICs in inline mode). */
+static inline uint32_t th_await2(VIP_DESCRIPTOR *d, VIP_VI_HANDLE v1, VIP_VI_HANDLE v2) {
+    uint64_t end = th_now_ms() + TH_WAIT_MS;
+    while (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE) && th_now_ms() < end) {
+        VipQueryVi(v1, NULL, NULL, NULL, NULL);
+        VipQueryVi(v2, NULL, NULL, NULL, NULL);
+    }
+    return __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE);
+}
+
 /* One bad descriptor on a fresh pair at level rel. recv_side 0: the bad one is a send;
  * 1: it is the receive that the next message meets. Checks that it completes with
  * exactly the error bits want (plus DONE and its op), that the process and the NIC go
@@ -516,8 +616,10 @@ static inline uint32_t th_await(VIP_DESCRIPTOR *d, VIP_VI_HANDLE poll_vi) {
  * message gets through intact; reliable VIs both end in VIP_STATE_ERROR with their
  * other descriptors flushed (and on reliable reception the sender's descriptor of a
  * message the receiver could not take does not complete successfully). */
-static inline void th_bad_case(th_env *e, VIP_RELIABILITY_LEVEL rel, int recv_side, th_mkbad_fn mk, void *ctx,
-                               uint32_t want, const char *what) {
+/* As th_bad_case, for a bad send descriptor whose completion names the operation
+ * send_op (VIP_STATUS_OP_RDMA_WRITE / VIP_STATUS_OP_RDMA_READ for RDMA descriptors). */
+static inline void th_bad_case_op(th_env *e, VIP_RELIABILITY_LEVEL rel, int recv_side, th_mkbad_fn mk, void *ctx,
+                                  uint32_t want, uint32_t send_op, const char *what) {
     char ph[160];
     snprintf(ph, sizeof ph, "%s, %s side, %s", what, recv_side ? "receive" : "send", th_rel_name(rel));
     th_phase(ph);
@@ -546,7 +648,7 @@ static inline void th_bad_case(th_env *e, VIP_RELIABILITY_LEVEL rel, int recv_si
         st = th_await(bad, b);
         s1st = th_await(s1, a);
     }
-    uint32_t op = recv_side ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND;
+    uint32_t op = recv_side ? VIP_STATUS_OP_RECEIVE : send_op;
     EXPECT(st & VIP_STATUS_DONE, "%s: the bad descriptor never completed (status 0x%x)", ph, st);
     EXPECT((st & VIP_STATUS_ERROR_MASK) == want, "%s: status 0x%x, want error bits 0x%x", ph, st, want);
     EXPECT((st & VIP_STATUS_OP_MASK) == op, "%s: op bits 0x%x, want 0x%x", ph, st & VIP_STATUS_OP_MASK, op);
@@ -602,6 +704,11 @@ static inline void th_bad_case(th_env *e, VIP_RELIABILITY_LEVEL rel, int recv_si
     th_drain(b, 1000);
     EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
     EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
+}
+
+static inline void th_bad_case(th_env *e, VIP_RELIABILITY_LEVEL rel, int recv_side, th_mkbad_fn mk, void *ctx,
+                               uint32_t want, const char *what) {
+    th_bad_case_op(e, rel, recv_side, mk, ctx, want, VIP_STATUS_OP_SEND, what);
 }
 
 /* The NIC still connects and carries data after the errors above. */

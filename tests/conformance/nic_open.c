@@ -29,8 +29,9 @@ static void check_attrs(VIP_NIC_HANDLE nic, const char *what) {
     EXPECT((na.ReliabilityLevelSupport & ~all) == 0, "%s: unknown reliability bits 0x%x", what,
            na.ReliabilityLevelSupport);
     EXPECT((na.RDMAReadSupport & ~na.ReliabilityLevelSupport) == 0, "%s: RDMA read on an unsupported level", what);
-    /* RDMA read is not executed yet: nothing may claim it. */
-    EXPECT(na.RDMAReadSupport == 0, "%s: RDMAReadSupport 0x%x", what, na.RDMAReadSupport);
+    /* RDMA read runs on the reliable levels, never on an unreliable VI (docs/rdma.md). */
+    EXPECT(na.RDMAReadSupport == (VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION),
+           "%s: RDMAReadSupport 0x%x, want RELIABLE_DELIVERY|RELIABLE_RECEPTION", what, na.RDMAReadSupport);
     /* The address is stable and the same on a second query. */
     VIP_NIC_ATTRIBUTES nb;
     EXPECT_RC(VipQueryNic(nic, &nb), VIP_SUCCESS);

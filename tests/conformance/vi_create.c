@@ -1,7 +1,8 @@
 /*
  * vi_create: VipCreateVi with each reliability level and its refusals (bad reliability,
- * MaxTransferSize over the NIC's, RDMA read, bad ptag, CQ of another NIC), VipQueryVi
- * (state, attributes, queue-empty flags), VipSetViAttributes only while idle.
+ * MaxTransferSize over the NIC's, RDMA read on an unreliable VI, bad ptag, CQ of another
+ * NIC), VipQueryVi (state, attributes, queue-empty flags), VipSetViAttributes only while
+ * idle. RDMA read is accepted (and reported back) on the levels RDMAReadSupport names.
  */
 #include "helpers.h"
 
@@ -43,6 +44,35 @@ int main(void) {
         EXPECT_RC(VipDestroyVi(vi), VIP_SUCCESS);
     }
 
+    th_phase("EnableRdmaRead on each level");
+    for (int i = 0; i < 3; i++) {
+        if (!(e.na.ReliabilityLevelSupport & th_levels[i])) continue;
+        int supported = (e.na.RDMAReadSupport & th_levels[i]) != 0;
+        EXPECT(supported == (th_levels[i] != VIP_SERVICE_UNRELIABLE), "%s: RDMAReadSupport 0x%x",
+               th_rel_name(th_levels[i]), e.na.RDMAReadSupport);
+        for (int w = 0; w < 2; w++) {
+            va = attrs(e.ptag, th_levels[i]);
+            va.EnableRdmaRead = VIP_TRUE;
+            va.EnableRdmaWrite = w ? VIP_TRUE : VIP_FALSE;
+            vi = NULL;
+            VIP_RETURN r = VipCreateVi(e.nic, &va, NULL, NULL, &vi);
+            if (th_levels[i] == VIP_SERVICE_UNRELIABLE) {
+                EXPECT(r == VIP_INVALID_RDMAREAD, "%s: EnableRdmaRead -> %s, want VIP_INVALID_RDMAREAD",
+                       th_rel_name(th_levels[i]), th_rs(r));
+                if (r == VIP_SUCCESS) VipDestroyVi(vi);
+                continue;
+            }
+            EXPECT(r == VIP_SUCCESS, "%s: EnableRdmaRead -> %s", th_rel_name(th_levels[i]), th_rs(r));
+            if (r != VIP_SUCCESS) continue;
+            memset(&got, 0, sizeof got);
+            EXPECT_RC(VipQueryVi(vi, NULL, &got, NULL, NULL), VIP_SUCCESS);
+            EXPECT(got.EnableRdmaRead == VIP_TRUE && got.EnableRdmaWrite == va.EnableRdmaWrite,
+                   "%s: RDMA flags read %u write %u", th_rel_name(th_levels[i]), got.EnableRdmaRead,
+                   got.EnableRdmaWrite);
+            EXPECT_RC(VipDestroyVi(vi), VIP_SUCCESS);
+        }
+    }
+
     th_phase("MaxTransferSize 0 and the NIC maximum");
     va = attrs(e.ptag, VIP_SERVICE_UNRELIABLE);
     va.MaxTransferSize = 0;
@@ -69,7 +99,7 @@ int main(void) {
     EXPECT_RC(VipCreateVi(e.nic, &va, NULL, NULL, &vi), VIP_INVALID_MTU);
     va.MaxTransferSize = (VIP_ULONG)1 << 40;
     EXPECT_RC(VipCreateVi(e.nic, &va, NULL, NULL, &vi), VIP_INVALID_MTU);
-    va = attrs(e.ptag, VIP_SERVICE_RELIABLE_DELIVERY);
+    va = attrs(e.ptag, VIP_SERVICE_UNRELIABLE);
     va.EnableRdmaRead = VIP_TRUE;
     EXPECT_RC(VipCreateVi(e.nic, &va, NULL, NULL, &vi), VIP_INVALID_RDMAREAD);
     va = attrs(e2.ptag, VIP_SERVICE_UNRELIABLE);
@@ -115,6 +145,16 @@ int main(void) {
                got.Ptag == e.ptag,
            "a refused Set changed the attributes: level %u mts %llu", got.ReliabilityLevel,
            (unsigned long long)got.MaxTransferSize);
+    /* RDMA read on a reliable level is accepted by Set as well, and reported */
+    nv = attrs(e.ptag, VIP_SERVICE_RELIABLE_DELIVERY);
+    nv.EnableRdmaRead = VIP_TRUE;
+    EXPECT_RC(VipSetViAttributes(vi, &nv), VIP_SUCCESS);
+    EXPECT_RC(VipQueryVi(vi, NULL, &got, NULL, NULL), VIP_SUCCESS);
+    EXPECT(got.ReliabilityLevel == VIP_SERVICE_RELIABLE_DELIVERY && got.EnableRdmaRead == VIP_TRUE,
+           "after Set with RDMA read: level %u read %u", got.ReliabilityLevel, got.EnableRdmaRead);
+    /* and going back to unreliable with it still set is refused */
+    nv.ReliabilityLevel = VIP_SERVICE_UNRELIABLE;
+    EXPECT_RC(VipSetViAttributes(vi, &nv), VIP_INVALID_RDMAREAD);
 
     th_phase("set attributes refused while connected / pending");
     {

@@ -61,8 +61,8 @@ int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint
     nicfw_conn_payload pl = attrs_payload(vi->attrs);
     pl.src_disc_len = static_cast<uint16_t>(llen);
     pl.dst_disc_len = static_cast<uint16_t>(dlen);
-    memcpy(pl.disc, local_disc, llen);
-    memcpy(pl.disc + llen, disc, dlen);
+    if (llen) memcpy(pl.disc, local_disc, llen);  // no local address: no discriminator
+    if (dlen) memcpy(pl.disc + llen, disc, dlen);
     send_control(peer, NICFW_F_CONN_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl);
     return 0;
 }

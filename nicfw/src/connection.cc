@@ -134,6 +134,7 @@ int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t
     constexpr uint64_t kMaxMs = 365ull * 24 * 3600 * 1000;
     vi->deadline_ns = timeout_ms >= kMaxMs ? 0 : now + timeout_ms * 1000000ull;
     vi->resend_ns = 0;  // the next slow-path pass sends the first request
+    vi->resend_gap_ns = 1000000;
     vi->conn_result.store(-1, std::memory_order_relaxed);
     vi->st->peer = static_cast<uint16_t>(peer);
     set_state(*vi, VIP_STATE_CONNECT_PENDING);

@@ -62,8 +62,8 @@ int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint
     nicfw_conn_payload pl = attrs_payload(vi->attrs);
     pl.src_disc_len = static_cast<uint16_t>(llen);
     pl.dst_disc_len = static_cast<uint16_t>(dlen);
-    memcpy(pl.disc, local_disc, llen);
-    memcpy(pl.disc + llen, disc, dlen);
+    if (llen) memcpy(pl.disc, local_disc, llen);  // no local address: no discriminator
+    if (dlen) memcpy(pl.disc + llen, disc, dlen);
     send_control(peer, NICFW_F_CONN_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl);
     return 0;
 }
@@ -135,6 +135,7 @@ int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t
     constexpr uint64_t kMaxMs = 365ull * 24 * 3600 * 1000;
     vi->deadline_ns = timeout_ms >= kMaxMs ? 0 : now + timeout_ms * 1000000ull;
     vi->resend_ns = 0;  // the next slow-path pass sends the first request
+    vi->resend_gap_ns = 1000000;
     vi->conn_result.store(-1, std::memory_order_relaxed);
     vi->st->peer = static_cast<uint16_t>(peer);
     set_state(*vi, VIP_STATE_CONNECT_PENDING);

@@ -421,7 +421,9 @@ void Engine::slow_path(uint64_t now) {
                 vi->conn_result.store(VIP_TIMEOUT, std::memory_order_release);
                 continue;
             }
-            if (now >= vi->resend_ns) {
+            // A request still waiting in the backlog for a full link needs no company.
+            bool queued = static_cast<size_t>(vi->peer) < backlog_per_peer_.size() && backlog_per_peer_[vi->peer];
+            if (now >= vi->resend_ns && !queued) {
                 nicfw_conn_payload pl{};
                 pl.reliability = vi->attrs.reliability;
                 pl.rdma_write = vi->attrs.rdma_write;
@@ -432,7 +434,10 @@ void Engine::slow_path(uint64_t now) {
                 memcpy(pl.disc, vi->local_disc.data(), vi->local_disc.size());
                 memcpy(pl.disc + vi->local_disc.size(), vi->remote_disc.data(), vi->remote_disc.size());
                 send_control(vi->peer, NICFW_F_PEER_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl);
-                vi->resend_ns = now + 1000000;
+                // Back off: a thousand VIs waiting for their partners must not flood
+                // the links (and the control backlog) every millisecond.
+                vi->resend_ns = now + vi->resend_gap_ns;
+                vi->resend_gap_ns = std::min<uint64_t>(vi->resend_gap_ns * 2, 64000000);
             }
         }
         i++;

@@ -25,9 +25,13 @@ int main(void) {
     EXPECT_RC(VipPostRecv(b, NULL, e.mh), VIP_INVALID_PARAMETER);
     char *raw = th_alloc(&e, 1024);
     for (int off = 1; off < 64; off *= 2) {
+        /* Built aligned, then copied byte-wise: the test itself must not access a
+         * misaligned struct (UB), only hand its address to the library. */
+        VIP_DESCRIPTOR tmp;
+        memset(&tmp, 0, sizeof tmp);
+        th_set1(&tmp, e.mh, buf, 16);
+        memcpy(raw + 64 + off, &tmp, sizeof tmp);
         VIP_DESCRIPTOR *mis = (VIP_DESCRIPTOR *)(raw + 64 + off);
-        memset(mis, 0, sizeof *mis);
-        th_set1(mis, e.mh, buf, 16);
         EXPECT_RC(VipPostSend(a, mis, e.mh), VIP_INVALID_PARAMETER);
         EXPECT_RC(VipPostRecv(b, mis, e.mh), VIP_INVALID_PARAMETER);
     }

@@ -119,5 +119,11 @@ int main(int argc, char **argv) {
     for (int p = 0; p < mp_size; p++)
         if (p != mp_rank) CHECK(VipDisconnect(vi[p]));
     CHECK(VipCloseNic(e.nic));
+    for (int p = 0; p < mp_size; p++)
+        if (p != mp_rank) {
+            free(rd[p]);
+            free(rb[p]);
+        }
+    free(e.mem);
     return th_result();
 }

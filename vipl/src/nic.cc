@@ -73,10 +73,11 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
     if (penv && *penv && !parse_progress(penv, &cfg.progress)) return VIP_INVALID_PARAMETER;
     if (!parse_device(name, &cfg.progress)) return VIP_INVALID_PARAMETER;
     if (Options) {
-        if (Options->Progress != VIP_EXT_PROGRESS_INLINE && Options->Progress != VIP_EXT_PROGRESS_THREAD)
-            return VIP_INVALID_PARAMETER;
-        cfg.progress = Options->Progress == VIP_EXT_PROGRESS_THREAD ? nicfw::Progress::kThread
-                                                                    : nicfw::Progress::kInline;
+        // Read as an integer: a caller's out-of-range value is bad input, not UB here.
+        uint32_t mode;
+        memcpy(&mode, &Options->Progress, sizeof mode);
+        if (mode != VIP_EXT_PROGRESS_INLINE && mode != VIP_EXT_PROGRESS_THREAD) return VIP_INVALID_PARAMETER;
+        cfg.progress = mode == VIP_EXT_PROGRESS_THREAD ? nicfw::Progress::kThread : nicfw::Progress::kInline;
     }
     const char* fenv = getenv("SOFTVIA_FAULTS");
     if (fenv && *fenv) {

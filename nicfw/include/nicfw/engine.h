@@ -191,6 +191,7 @@ struct Vi {
     std::atomic<int> conn_result{-1};  // VIP_RETURN of the last connect; -1 while pending
     std::vector<uint8_t> local_disc, remote_disc;
     uint64_t deadline_ns = 0, resend_ns = 0;
+    uint64_t resend_gap_ns = 0;  // peer request: doubles from 1 ms to 64 ms between resends
 
     // Device queues, fed by doorbells.
     WorkQueue sq, rq;

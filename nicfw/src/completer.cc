@@ -63,8 +63,10 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     retire(vi);
     vi.reads_out = 0;
     vi.serve.clear();
+    vi.refusing = false;
     while (!vi.sq.empty()) {
-        complete(vi, false, vi.sq.front().desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        VIP_DESCRIPTOR* d = vi.sq.front().desc;
+        complete(vi, false, d, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(d), 0);
         vi.sq.pop();
     }
     vi.tx_busy = false;

@@ -308,7 +308,7 @@ bool Engine::service_doorbells() {
             }
         } else {
             if (st != VIP_STATE_CONNECTED) {
-                complete(*vi, false, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+                complete(*vi, false, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(w.desc), 0);
             } else if (!vi->sq.push(w)) {
                 complete(*vi, false, w.desc, VIP_STATUS_FORMAT_ERROR, 0);
             } else if (!vi->tx_listed) {

@@ -198,9 +198,9 @@ void Engine::queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* pa
     backlog_per_peer_[peer]++;
 }
 
-// The acknowledgements vi owes, now (before a NAK, so the initiator pins the NAK on the
-// right request).
-void Engine::send_ack_now(Vi& vi) {
+// The acknowledgements vi owes, now, for every request before next_seq (before a NAK
+// for next_seq, so that ACK does not cover the refused request).
+void Engine::send_ack_now(Vi& vi, uint32_t next_seq) {
     if (vi.acks_owed == 0) return;
     nicfw_frame_hdr h{};
     h.type = NICFW_F_ACK;
@@ -208,7 +208,7 @@ void Engine::send_ack_now(Vi& vi) {
     h.dst_vi = vi.remote_vi;
     h.src_vi = vi.id;
     h.imm = vi.acks_owed;
-    h.seq = vi.rx_seq;
+    h.seq = next_seq;
     vi.acks_owed = 0;
     queue_control(vi.peer, h, nullptr);
 }
@@ -314,6 +314,10 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
     *blocked = false;
     if (!vi.serve.empty() && !serve_reads(vi)) {
         *blocked = true;
+        return;
+    }
+    if (vi.refusing) {
+        finish_refusal(vi);  // the reads accepted before the refused request are out
         return;
     }
     while (!vi.sq.empty()) {

@@ -54,6 +54,7 @@ static Vi* connected_target(Engine& e, const RxFrame& f, const nicfw_frame_hdr& 
     if (!vi || vi->id != h.dst_vi) return nullptr;
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return nullptr;
     if (vi->peer != f.peer || vi->remote_vi != h.src_vi) return nullptr;
+    if (vi->refusing) return nullptr;  // the connection is ending: nothing more is taken
     return vi;
 }
 
@@ -151,9 +152,23 @@ static void owe_ack(Vi& vi, std::vector<Vi*>& list) {
 // which request failed (earlier ones are acknowledged before the NAK), then the
 // connection goes.
 void Engine::refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why) {
-    send_ack_now(vi);
-    send_nak(vi, status, seq);
-    raise(&vi, nullptr, nullptr, VIP_RESOURCE_VI, why);
+    send_ack_now(vi, seq);
+    vi.refusing = true;
+    vi.refuse_status = status;
+    vi.refuse_seq = seq;
+    vi.refuse_why = why;
+    if (vi.serve.empty()) {
+        finish_refusal(vi);
+    } else if (!vi.tx_listed) {  // reads accepted earlier go out first (transmit())
+        vi.tx_listed = true;
+        tx_active_.push_back(&vi);
+    }
+}
+
+void Engine::finish_refusal(Vi& vi) {
+    vi.refusing = false;
+    send_nak(vi, vi.refuse_status, vi.refuse_seq);
+    raise(&vi, nullptr, nullptr, VIP_RESOURCE_VI, vi.refuse_why);
     flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
 }
 
@@ -168,7 +183,7 @@ void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last
         if (status & VIP_STATUS_ERROR_MASK) {
             vi.st->c.errors++;
             status_->nic.errors++;
-            if (reliable) refuse(vi, status & VIP_STATUS_ERROR_MASK, last ? last->seq : 0, VIP_ERROR_RDMAW_PROT);
+            if (reliable) refuse(vi, status & VIP_STATUS_ERROR_MASK, vi.rx_msg_seq, VIP_ERROR_RDMAW_PROT);
             return;  // unreliable: the write is dropped, and counted
         }
         if (last && (last->flags & NICFW_FF_IMMEDIATE)) {
@@ -244,6 +259,14 @@ void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
             status_->nic.drops++;
             return;
         }
+        // A reliable VI takes exactly the next message: a gap is a lost message, and
+        // without retransmission (docs/reliability.md) that breaks the connection.
+        if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE && h.seq != vi.rx_seq) {
+            if (vi.rx_busy) abandon_receive(vi);
+            if (vi.state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
+                flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+            return;
+        }
         // A new message while one is unfinished: the old one lost its tail.
         if (vi.rx_busy) abandon_receive(vi);
         if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;  // that broke it
@@ -305,6 +328,17 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         status_->nic.drops++;  // RDMA read exists on reliable VIs only
         return;
     }
+    // A read request takes a sequence number like a message: a duplicate is dropped, a
+    // gap means something before it was lost.
+    if (static_cast<int32_t>(h.seq - vi->rx_seq) < 0) {
+        status_->nic.drops++;
+        return;
+    }
+    if (h.seq != vi->rx_seq) {
+        flush_vi(*vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+        return;
+    }
+    vi->rx_seq = h.seq + 1;
     nicfw_rdma_ext x;
     memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
     uint8_t* src = nullptr;
@@ -348,35 +382,33 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
     }
 }
 
-// ACK: the next imm requests awaiting the target's word succeeded.
+// ACK: requests before sequence number seq succeeded at the target.
 void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vi = connected_target(*this, f, h);
     if (!vi) {
         status_->nic.drops++;
         return;
     }
-    uint32_t n = h.imm;
-    for (TxEntry& e : vi->pending) {
-        if (n == 0) break;
-        if (e.kind == TxEntry::kAcked && !e.done) {
-            e.done = true;
-            n--;
-        }
-    }
+    // Cumulative: seq is the next message the target expects, so everything before it
+    // has been placed (a lost ACK is covered by the next one).
+    for (TxEntry& e : vi->pending)
+        if (e.kind == TxEntry::kAcked && !e.done && static_cast<int32_t>(e.seq - h.seq) < 0) e.done = true;
     retire(*vi);
 }
 
-// NAK: the oldest request still waiting for the target failed there with imm's status.
+// NAK: the request with sequence number seq failed at the target with imm's status.
 void Engine::on_nak(const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vi = connected_target(*this, f, h);
     if (!vi) {
         status_->nic.drops++;
         return;
     }
-    auto it = std::find_if(vi->pending.begin(), vi->pending.end(),
-                           [](const TxEntry& e) { return e.kind != TxEntry::kLocal && !e.done; });
+    // The NAK names the refused request by its sequence number.
+    auto it = std::find_if(vi->pending.begin(), vi->pending.end(), [&](const TxEntry& e) {
+        return e.kind != TxEntry::kLocal && !e.done && e.seq == h.seq;
+    });
     if (it == vi->pending.end()) {
-        status_->nic.drops++;  // nothing of ours awaits an answer: a stray NAK
+        status_->nic.drops++;  // nothing of ours awaits that answer: a stray NAK
         return;
     }
     // Only error bits cross the wire: a peer cannot set our DONE or op bits.

@@ -73,6 +73,16 @@ inline VIP_DESCRIPTOR_SEGMENT* desc_segment(VIP_DESCRIPTOR* d, uint32_t i) {
     return reinterpret_cast<VIP_DESCRIPTOR_SEGMENT*>(reinterpret_cast<uint8_t*>(d) + sizeof(VIP_CONTROL_SEGMENT)) + i;
 }
 
+// The status op bits of a send-queue descriptor, from its Control (for completions that
+// happen before the descriptor was started, such as a flush).
+inline uint32_t send_op_status(const VIP_DESCRIPTOR* d) {
+    switch (__atomic_load_n(&d->CS.Control, __ATOMIC_RELAXED) & VIP_CONTROL_OP_MASK) {
+        case VIP_CONTROL_OP_RDMAWRITE: return VIP_STATUS_OP_RDMA_WRITE;
+        case VIP_CONTROL_OP_RDMAREAD: return VIP_STATUS_OP_RDMA_READ;
+        default: return VIP_STATUS_OP_SEND;
+    }
+}
+
 struct WorkItem {
     VIP_DESCRIPTOR* desc;
     uint32_t memh;
@@ -201,6 +211,11 @@ struct Vi {
     std::deque<TxEntry> pending;  // transmitted, completing in post order
     uint32_t reads_out = 0;       // RDMA reads issued and not finished (QFENCE waits on them)
     std::deque<ReadService> serve;  // RDMA reads we answer, oldest first
+    // A refused request waits for the reads accepted before it to be served; then the
+    // NAK goes and the connection breaks. Meanwhile nothing more is taken from the peer.
+    bool refusing = false;
+    uint32_t refuse_status = 0, refuse_seq = 0;
+    VIP_ERROR_CODE refuse_why = VIP_ERROR_RDMAW_PROT;
     bool tx_listed = false;
 
     // Send descriptor being transmitted (it may take several frames and steps).
@@ -361,11 +376,12 @@ private:
     void on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h);
     void on_nak(const RxFrame& f, const nicfw_frame_hdr& h);
     void send_nak(Vi& vi, uint32_t status, uint32_t seq);
-    void send_ack_now(Vi& vi);
+    void send_ack_now(Vi& vi, uint32_t next_seq);
     void on_control(const RxFrame& f, const nicfw_frame_hdr& h);
     bool begin_receive(Vi& vi, const nicfw_frame_hdr& h);
     void begin_write(Vi& vi, const nicfw_frame_hdr& h, const nicfw_rdma_ext& x);
     void refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why);
+    void finish_refusal(Vi& vi);
     void finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last);
     void abandon_receive(Vi& vi);
 

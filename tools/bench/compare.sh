@@ -45,17 +45,25 @@ echo
 echo "== softvia vipl_bench with 1000 idle VIs connected beside the measured one"
 ours vipl-1000vi --sizes 8 --only lat --idle-vis 1000
 echo
+echo "== softvia vipl_bench RDMA write (one-way, target polls memory) and read (round trip)"
+ours vipl-rdma --sizes 8 --only rdma
+echo
 echo "== ucx_perftest (UCX_TLS=shm,self)"
 ucx_lat=$(ucx tag_lat 8 3)
 ucx_rate=$(ucx ucp_am_bw 8 9)
 ucx_bw=$(ucx ucp_am_bw 4096 7)
+ucx_put=$(ucx ucp_put_lat 8 3)
+ucx_get=$(ucx ucp_get 8 3)
 echo "tag_lat 8 B one-way median us: $ucx_lat; ucp_am_bw 8 B msgs/s: $ucx_rate; ucp_am_bw 4 KiB MB/s: $ucx_bw"
+echo "ucp_put_lat 8 B median us: $ucx_put; ucp_get 8 B median us per get (pipelined): $ucx_get"
 echo
 
 lat1=$(get latency vipl-1vi 8 4)
 lat1000=$(get latency vipl-1000vi 8 4)
 bw=$(get stream vipl-1vi 4096 6)
 rate=$(get stream vipl-1vi 8 7)
+put=$(get rdma_write vipl-rdma 8 4)
+rd=$(get rdma_read vipl-rdma 8 4)
 row() {  # metric ours peer ratio_expr target
   printf "%-40s %12s %12s %8s   %s\n" "$1" "$2" "$3" "$4" "$5"
 }
@@ -66,4 +74,7 @@ row "8 B one-way latency, us (median)" "$lat1" "$ucx_lat" "$(ratio "$lat1" "$ucx
 row "8 B latency, 1000 idle VIs vs 1 VI, us" "$lat1000" "$lat1" "$(ratio "$lat1000" "$lat1")" "<= 1.10"
 row "4 KiB streaming bandwidth, MB/s" "$bw" "$ucx_bw" "$(ratio "$bw" "$ucx_bw")" "report"
 row "8 B message rate, msgs/s" "$rate" "$ucx_rate" "$(ratio "$rate" "$ucx_rate")" "report"
+row "8 B RDMA write one-way, us (put_lat)" "$put" "$ucx_put" "$(ratio "$put" "$ucx_put")" "report"
+row "8 B RDMA read round trip, us (ucp_get*)" "$rd" "$ucx_get" "$(ratio "$rd" "$ucx_get")" "report"
+echo "* ucp_get pipelines gets on memory UCX maps directly; ours is one read's round trip through the target NIC."
 echo "(all figures: $csv)"

@@ -3,7 +3,7 @@
  *
  *   softvia-run -n 2 --pin vipl_bench [--sizes 4,8,...] [--iters N] [--idle-vis K]
  *                                      [--progress inline|thread] [--reliability U|RD|RR]
- *                                      [--csv FILE] [--only lat|bw]
+ *                                      [--csv FILE] [--only lat|bw|rdma]
  *
  * Rank 0 and rank 1 connect one VI peer-to-peer. Latency: rank 0 sends, rank 1 echoes;
  * one-way time is half of each round trip; median and p99 over all iterations.
@@ -213,11 +213,96 @@ static void stream(struct ctx *c, int rank, uint32_t sz, int msgs, FILE *csv, co
     }
 }
 
+/* RDMA latency. Write: rank 0 writes a counter into rank 1's window with one RDMA
+ * write, rank 1 polls its window (no descriptor), then writes it back; one-way = half
+ * the round trip (as ucp_put_lat measures). Read: rank 0 reads sz bytes of rank 1's
+ * window and waits for the descriptor; the figure is the whole round trip (as ucp_get).
+ * The side that only serves steps its NIC (inline progress) until told to stop. */
+struct remote { uint64_t addr; uint32_t memh, pad; };
+
+static void wait_counter(struct ctx *c, volatile uint64_t *w, uint64_t v) {
+    while (__atomic_load_n(w, __ATOMIC_ACQUIRE) != v) VipExtProgress(c->nic);
+}
+
+static void rdma_write(struct ctx *c, uint64_t *sb, const struct remote *r, uint32_t sz) {
+    VIP_DESCRIPTOR *d = c->sd[1];
+    memset(d, 0, 96);
+    d->CS.Control = VIP_CONTROL_OP_RDMAWRITE;
+    d->CS.SegCount = 2;
+    d->DS[0].Remote.Data.AddressBits = r->addr;
+    d->DS[0].Remote.Handle = r->memh;
+    d->DS[1].Local.Data.Address = sb;
+    d->DS[1].Local.Handle = c->mh;
+    d->DS[1].Local.Length = sz;
+    CK(VipPostSend(c->vi, d, c->mh));
+}
+
+static void rdma_latency(struct ctx *c, int rank, uint32_t sz, int iters, uint64_t *window, const struct remote *r,
+                         FILE *csv, const char *label) {
+    int warm = iters / 10 + 10;
+    uint64_t *t = malloc(sizeof(uint64_t) * (size_t)iters);
+    uint64_t *sb = (uint64_t *)c->sbuf[1];
+    volatile uint64_t *flag = (volatile uint64_t *)((char *)window + sz - 8); /* last 8 bytes land last */
+    memset(window, 0, sz);
+    sv_boot_barrier(30000);
+    for (int i = -warm; i < iters; i++) { /* write ping-pong */
+        uint64_t v = (uint64_t)(i + warm + 1) + ((uint64_t)sz << 40);
+        memset(sb, 0, sz);
+        sb[sz / 8 - 1] = v;
+        if (rank == 0) {
+            uint64_t t0 = now_ns();
+            rdma_write(c, sb, r, sz);
+            wait_counter(c, flag, v);
+            if (i >= 0) t[i] = now_ns() - t0;
+            spin_send(c); /* the target's ACK of our write: off the measured path */
+        } else {
+            wait_counter(c, flag, v);
+            rdma_write(c, sb, r, sz);
+            spin_send(c);
+        }
+    }
+    if (rank == 0) {
+        qsort(t, (size_t)iters, sizeof *t, cmp_u64);
+        double med = t[iters / 2] / 2000.0, p99 = t[(size_t)iters * 99 / 100] / 2000.0;
+        printf("%-10s %8u %10.3f %10.3f\n", "rdma_write", sz, med, p99);
+        if (csv) fprintf(csv, "rdma_write,%s,%u,%.4f,%.4f,,\n", label, sz, med, p99);
+    }
+    sv_boot_barrier(30000);
+    if (rank == 0) { /* read round trips, then a send tells rank 1 to stop serving */
+        VIP_DESCRIPTOR *d = c->sd[1];
+        for (int i = -warm; i < iters; i++) {
+            memset(d, 0, 96);
+            d->CS.Control = VIP_CONTROL_OP_RDMAREAD;
+            d->CS.SegCount = 2;
+            d->DS[0].Remote.Data.AddressBits = r->addr;
+            d->DS[0].Remote.Handle = r->memh;
+            d->DS[1].Local.Data.Address = c->rbuf[WINDOW - 1];
+            d->DS[1].Local.Handle = c->mh;
+            d->DS[1].Local.Length = sz;
+            uint64_t t0 = now_ns();
+            CK(VipPostSend(c->vi, d, c->mh));
+            spin_send(c);
+            if (i >= 0) t[i] = now_ns() - t0;
+        }
+        send_imm(c, DONE_MARK);
+        qsort(t, (size_t)iters, sizeof *t, cmp_u64);
+        double med = t[iters / 2] / 1000.0, p99 = t[(size_t)iters * 99 / 100] / 1000.0;
+        printf("%-10s %8u %10.3f %10.3f   (round trip)\n", "rdma_read", sz, med, p99);
+        if (csv) fprintf(csv, "rdma_read,%s,%u,%.4f,%.4f,,\n", label, sz, med, p99);
+    } else {
+        VIP_DESCRIPTOR *d;
+        while (VipRecvDone(c->vi, &d) == VIP_NOT_DONE) VipExtProgress(c->nic);
+        if (d->CS.ImmediateData != DONE_MARK) DIE("rdma: unexpected message");
+        repost(c, d);
+    }
+    free(t);
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: softvia-run -n 2 --pin vipl_bench [--sizes LIST] [--iters N] [--msgs N]\n"
             "       [--idle-vis K] [--progress inline|thread] [--reliability U|RD|RR]\n"
-            "       [--csv FILE] [--only lat|bw] [--label TEXT]\n");
+            "       [--csv FILE] [--only lat|bw|rdma] [--label TEXT]\n");
     exit(2);
 }
 
@@ -258,6 +343,8 @@ int main(int argc, char **argv) {
                                                : VIP_SERVICE_RELIABLE_DELIVERY;
     va.Ptag = c.ptag;
     va.MaxTransferSize = MAXSZ;
+    va.EnableRdmaWrite = VIP_TRUE;
+    va.EnableRdmaRead = va.ReliabilityLevel != VIP_SERVICE_UNRELIABLE;
     CK(VipCreateVi(c.nic, &va, NULL, NULL, &c.vi));
 
     /* Exchange NIC addresses through the launcher. */
@@ -289,10 +376,10 @@ int main(int argc, char **argv) {
     if (maxsz > MAXSZ) DIE("sizes above %d are not supported", MAXSZ);
     c.bufsz = maxsz ? maxsz : 4;
     size_t per = ((size_t)c.bufsz + 63) & ~(size_t)63;
-    size_t memsz = 2 * WINDOW * 128 + 2 * WINDOW * per;
+    size_t memsz = 2 * WINDOW * 128 + 2 * WINDOW * per + per; /* + the RDMA window */
     c.mem = aligned_alloc(4096, (memsz + 4095) & ~(size_t)4095);
     memset(c.mem, 0x5a, memsz);
-    VIP_MEM_ATTRIBUTES ma = {c.ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma = {c.ptag, VIP_TRUE, VIP_TRUE}; /* the RDMA test writes and reads it */
     CK(VipRegisterMem(c.nic, c.mem, memsz, &ma, &c.mh));
     for (int i = 0; i < WINDOW; i++) {
         c.rd[i] = (VIP_DESCRIPTOR *)(c.mem + (size_t)i * 256);
@@ -318,6 +405,19 @@ int main(int argc, char **argv) {
             if (*p == ',') p++;
             sv_boot_barrier(30000);
             latency(&c, rank, s, s >= 16384 ? iters / 4 : iters, csv, label);
+        }
+    }
+    if (only && !strcmp(only, "rdma")) {
+        if (va.ReliabilityLevel == VIP_SERVICE_UNRELIABLE || use_wait) DIE("--only rdma needs a reliable VI and inline progress");
+        uint64_t *window = (uint64_t *)(c.mem + 2 * WINDOW * 128 + 2 * WINDOW * per);
+        struct remote me = {(uint64_t)(uintptr_t)window, c.mh, 0}, both[2];
+        if (sv_boot_allgather(&me, sizeof me, both, 30000) != 0) DIE("window exchange failed");
+        if (rank == 0) printf("%-10s %8s %10s %10s\n", "test", "bytes", "median_us", "p99_us");
+        for (const char *p = sizes; *p;) {
+            uint32_t s = (uint32_t)strtoul(p, (char **)&p, 10);
+            if (*p == ',') p++;
+            if (s < 8 || s % 8) DIE("--only rdma sizes must be multiples of 8");
+            rdma_latency(&c, rank, s, iters, window, &both[1 - rank], csv, label);
         }
     }
     if (!only || !strcmp(only, "bw")) {

@@ -144,6 +144,29 @@ int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t
     return 0;
 }
 
+// Peer-to-peer timer (slow path): expires the request, or resends PEER_REQ with
+// backoff. False once the VI is no longer connecting.
+bool Engine::peer_timer(Vi& vi, uint64_t now) {
+    if (vi.deadline_ns && now >= vi.deadline_ns) {
+        connect_done(vi, VIP_STATE_IDLE, VIP_TIMEOUT);
+        return false;
+    }
+    // A request still waiting in the backlog for a full link needs no company.
+    bool queued = static_cast<size_t>(vi.peer) < backlog_per_peer_.size() && backlog_per_peer_[vi.peer];
+    if (now < vi.resend_ns || queued) return true;
+    nicfw_conn_payload pl = attrs_payload(vi.attrs);
+    pl.src_disc_len = static_cast<uint16_t>(vi.local_disc.size());
+    pl.dst_disc_len = static_cast<uint16_t>(vi.remote_disc.size());
+    memcpy(pl.disc, vi.local_disc.data(), vi.local_disc.size());
+    memcpy(pl.disc + vi.local_disc.size(), vi.remote_disc.data(), vi.remote_disc.size());
+    send_control(vi.peer, NICFW_F_PEER_REQ, 0xFFFFFFFFu, vi.id, vi.req_id, &pl);
+    // Back off: a thousand VIs waiting for their partners must not flood the links
+    // (and the control backlog) every millisecond.
+    vi.resend_ns = now + vi.resend_gap_ns;
+    vi.resend_gap_ns = std::min<uint64_t>(vi.resend_gap_ns * 2, 64000000);
+    return true;
+}
+
 int Engine::disconnect(Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
     // Descriptors posted before this call may still be doorbells in flight (thread

@@ -109,6 +109,10 @@ int Engine::destroy_ptag(uint32_t ptag) {
 
 bool Engine::ptag_valid(uint32_t ptag) {
     CtlGuard g(lock_, ctl_waiters_);
+    return has_ptag(ptag);
+}
+
+bool Engine::has_ptag(uint32_t ptag) const {
     return std::find(ptags_.begin(), ptags_.end(), ptag) != ptags_.end();
 }
 
@@ -116,7 +120,7 @@ bool Engine::ptag_valid(uint32_t ptag) {
 int Engine::register_mem(uint64_t va, uint64_t len, uint32_t ptag, bool rdma_w, bool rdma_r,
                          uint32_t* memh) {
     CtlGuard g(lock_, ctl_waiters_);
-    if (std::find(ptags_.begin(), ptags_.end(), ptag) == ptags_.end()) return -EPERM;
+    if (!has_ptag(ptag)) return -EPERM;
     return mem_.add(va, len, ptag, rdma_w, rdma_r, memh);
 }
 
@@ -142,7 +146,7 @@ int Engine::set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w
     CtlGuard g(lock_, ctl_waiters_);
     Region* r = mem_.find(memh);
     if (!r || r->base.load(std::memory_order_relaxed) != va) return -EINVAL;
-    if (std::find(ptags_.begin(), ptags_.end(), ptag) == ptags_.end()) return -EPERM;
+    if (!has_ptag(ptag)) return -EPERM;
     r->ptag = ptag;
     r->rdma_write = rdma_w;
     r->rdma_read = rdma_r;
@@ -185,7 +189,7 @@ int Engine::resize_cq(Cq* cq, uint32_t entries) {
 // ---------------------------------------------------------------- VIs
 int Engine::create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out) {
     CtlGuard g(lock_, ctl_waiters_);
-    if (std::find(ptags_.begin(), ptags_.end(), a.ptag) == ptags_.end()) return -EPERM;
+    if (!has_ptag(a.ptag)) return -EPERM;
     uint32_t idx;
     if (!vi_free_.empty()) {
         idx = vi_free_.back();
@@ -238,7 +242,7 @@ int Engine::destroy_vi(Vi* vi) {
 
 int Engine::set_vi_attrs(Vi* vi, const ViAttrs& a) {
     CtlGuard g(lock_, ctl_waiters_);
-    if (std::find(ptags_.begin(), ptags_.end(), a.ptag) == ptags_.end()) return -EPERM;
+    if (!has_ptag(a.ptag)) return -EPERM;
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
     vi->attrs = a;
     vi->st->reliability = a.reliability;
@@ -413,33 +417,7 @@ void Engine::slow_path(uint64_t now) {
             connecting_.pop_back();
             continue;
         }
-        if (vi->op == ConnOp::kPeer) {
-            if (vi->deadline_ns && now >= vi->deadline_ns) {
-                vi->op = ConnOp::kNone;
-                vi->state.store(VIP_STATE_IDLE, std::memory_order_release);
-                vi->st->state = VIP_STATE_IDLE;
-                vi->conn_result.store(VIP_TIMEOUT, std::memory_order_release);
-                continue;
-            }
-            // A request still waiting in the backlog for a full link needs no company.
-            bool queued = static_cast<size_t>(vi->peer) < backlog_per_peer_.size() && backlog_per_peer_[vi->peer];
-            if (now >= vi->resend_ns && !queued) {
-                nicfw_conn_payload pl{};
-                pl.reliability = vi->attrs.reliability;
-                pl.rdma_write = vi->attrs.rdma_write;
-                pl.rdma_read = vi->attrs.rdma_read;
-                pl.max_transfer = vi->attrs.max_transfer;
-                pl.src_disc_len = static_cast<uint16_t>(vi->local_disc.size());
-                pl.dst_disc_len = static_cast<uint16_t>(vi->remote_disc.size());
-                memcpy(pl.disc, vi->local_disc.data(), vi->local_disc.size());
-                memcpy(pl.disc + vi->local_disc.size(), vi->remote_disc.data(), vi->remote_disc.size());
-                send_control(vi->peer, NICFW_F_PEER_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl);
-                // Back off: a thousand VIs waiting for their partners must not flood
-                // the links (and the control backlog) every millisecond.
-                vi->resend_ns = now + vi->resend_gap_ns;
-                vi->resend_gap_ns = std::min<uint64_t>(vi->resend_gap_ns * 2, 64000000);
-            }
-        }
+        if (vi->op == ConnOp::kPeer && !peer_timer(*vi, now)) continue;  // expired: removed on the next turn
         i++;
     }
 }

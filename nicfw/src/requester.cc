@@ -202,11 +202,7 @@ void Engine::queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* pa
 // for next_seq, so that ACK does not cover the refused request).
 void Engine::send_ack_now(Vi& vi, uint32_t next_seq) {
     if (vi.acks_owed == 0) return;
-    nicfw_frame_hdr h{};
-    h.type = NICFW_F_ACK;
-    h.version = NICFW_ABI_VERSION;
-    h.dst_vi = vi.remote_vi;
-    h.src_vi = vi.id;
+    nicfw_frame_hdr h = frame_to(vi, NICFW_F_ACK);
     h.imm = vi.acks_owed;
     h.seq = next_seq;
     vi.acks_owed = 0;
@@ -214,11 +210,7 @@ void Engine::send_ack_now(Vi& vi, uint32_t next_seq) {
 }
 
 void Engine::send_nak(Vi& vi, uint32_t status, uint32_t seq) {
-    nicfw_frame_hdr h{};
-    h.type = NICFW_F_NAK;
-    h.version = NICFW_ABI_VERSION;
-    h.dst_vi = vi.remote_vi;
-    h.src_vi = vi.id;
+    nicfw_frame_hdr h = frame_to(vi, NICFW_F_NAK);
     h.imm = status;
     h.seq = seq;
     queue_control(vi.peer, h, nullptr);
@@ -251,11 +243,7 @@ bool Engine::flush_acks() {
         if (!done) {
             nicfw_frame_hdr* a;
             if (frame_reserve(vi->peer, 0, &a)) {
-                memset(a, 0, sizeof *a);
-                a->type = NICFW_F_ACK;
-                a->version = NICFW_ABI_VERSION;
-                a->dst_vi = vi->remote_vi;
-                a->src_vi = vi->id;
+                *a = frame_to(*vi, NICFW_F_ACK);
                 a->imm = vi->acks_owed;
                 a->seq = vi->rx_seq;
                 frame_commit(vi->peer, a, 0);
@@ -289,11 +277,7 @@ bool Engine::serve_reads(Vi& vi) {
             uint8_t* p = frame_reserve(vi.peer, frag, &h);
             if (!p) return false;
             memcpy(p, r.src + r.off, frag);
-            memset(h, 0, sizeof *h);
-            h->type = NICFW_F_READ_RESP;
-            h->version = NICFW_ABI_VERSION;
-            h->dst_vi = vi.remote_vi;
-            h->src_vi = vi.id;
+            *h = frame_to(vi, NICFW_F_READ_RESP);
             h->msg_len = r.len;
             h->offset = r.off;
             h->frag_len = frag;
@@ -340,11 +324,7 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
                 *blocked = true;
                 return;
             }
-            memset(h, 0, sizeof *h);
-            h->type = NICFW_F_READ_REQ;
-            h->version = NICFW_ABI_VERSION;
-            h->dst_vi = vi.remote_vi;
-            h->src_vi = vi.id;
+            *h = frame_to(vi, NICFW_F_READ_REQ);
             h->msg_len = vi.tx_len;
             h->seq = vi.tx_seq;
             nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};

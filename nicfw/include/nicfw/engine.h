@@ -344,6 +344,8 @@ private:
     void sleep_on_events(uint32_t ev);
     void wake_sleepers();
     void slow_path(uint64_t now);
+    bool peer_timer(Vi& vi, uint64_t now);
+    bool has_ptag(uint32_t ptag) const;  // under the lock
 
     // doorbells / requester
     bool service_doorbells();
@@ -358,6 +360,15 @@ private:
                                uint32_t* total);
     uint32_t check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount);
     uint8_t* frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr);
+    // A header for a frame from vi to its peer VI: type set, every other field zero.
+    static nicfw_frame_hdr frame_to(const Vi& vi, uint8_t type) {
+        nicfw_frame_hdr h{};
+        h.type = type;
+        h.version = NICFW_ABI_VERSION;
+        h.dst_vi = vi.remote_vi;
+        h.src_vi = vi.id;
+        return h;
+    }
     void frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload);
     // Control frames never get lost to a full link: they wait in a per-peer backlog,
     // and data to that peer waits behind them so the order on the wire is kept.

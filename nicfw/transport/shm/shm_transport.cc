@@ -253,16 +253,10 @@ void ShmTransport::process_mailbox() {
         m.state.store(kMboxFree, std::memory_order_release);
         bool created;
         int id = peer_for(from, kAddrLen, &created);
-        if (id < 0 || l >= kLanes) {
-            malformed_++;
-            continue;
-        }
+        if (id < 0 || l >= kLanes) continue;  // a hello we cannot use
         Peer& p = peers_[id];
         ShmLane* ln = lane(p.seg, l);
-        if (ln->dst_pid != pid_ || ln->dst_nonce != nonce_) {
-            malformed_++;  // a hello naming a lane that is not for us
-            continue;
-        }
+        if (ln->dst_pid != pid_ || ln->dst_nonce != nonce_) continue;  // a lane not for us
         if (p.rx == nullptr) rx_active_.push_back(id);
         p.rx = ln;
         p.head = ln->cons.load(std::memory_order_relaxed);
@@ -306,10 +300,7 @@ int ShmTransport::rx_burst(RxFrame* out, int max) {
             if (s.seq.load(std::memory_order_acquire) != idx + 1) break;
             uint32_t len = s.len;
             p.taken++;
-            if (len > max_frame()) {  // a peer that writes garbage costs it the frame
-                malformed_++;
-                continue;
-            }
+            if (len > max_frame()) continue;  // a peer that writes garbage costs it the frame
             out[n++] = RxFrame{s.frame, len, id};
         }
     }

@@ -46,9 +46,6 @@ public:
     void rx_release() override;
     void poll_slow(std::vector<TransportEvent>& events) override;
 
-    // Counters the tests and the stat tool read.
-    uint64_t malformed_frames() const { return malformed_; }
-
 private:
     struct Peer {
         std::vector<uint8_t> addr;
@@ -89,7 +86,6 @@ private:
     std::unordered_map<uint64_t, int> by_key_;  // (pid << 32 | nonce) -> peer
     std::vector<int> rx_active_;                // peers with an rx lane, polled each burst
     uint32_t rx_rotor_ = 0;
-    uint64_t malformed_ = 0;
 };
 
 }  // namespace softvia::nicfw

@@ -445,18 +445,25 @@ static inline VIP_EXT_COUNTERS th_nic_counters_at_least(VIP_NIC_HANDLE nic, size
 
 /* ---- RDMA ------------------------------------------------------------------------------ */
 
-/* A VI with the RDMA attributes asked for (th_vi has neither). */
-static inline VIP_VI_HANDLE th_vi_rdma(th_env *e, VIP_RELIABILITY_LEVEL rel, VIP_BOOLEAN rdmaw, VIP_BOOLEAN rdmar,
-                                       VIP_CQ_HANDLE scq, VIP_CQ_HANDLE rcq) {
+/* A VI with the RDMA attributes and MaxTransferSize asked for (0: the NIC's). */
+static inline VIP_VI_HANDLE th_vi_rdma_mts(th_env *e, VIP_RELIABILITY_LEVEL rel, VIP_BOOLEAN rdmaw, VIP_BOOLEAN rdmar,
+                                           VIP_ULONG mts, VIP_CQ_HANDLE scq, VIP_CQ_HANDLE rcq) {
     VIP_VI_ATTRIBUTES va;
     memset(&va, 0, sizeof va);
     va.ReliabilityLevel = rel;
     va.Ptag = e->ptag;
     va.EnableRdmaWrite = rdmaw;
     va.EnableRdmaRead = rdmar;
+    va.MaxTransferSize = mts;
     VIP_VI_HANDLE vi;
     CHECK(VipCreateVi(e->nic, &va, scq, rcq, &vi));
     return vi;
+}
+
+/* A VI with the RDMA attributes asked for (th_vi has neither). */
+static inline VIP_VI_HANDLE th_vi_rdma(th_env *e, VIP_RELIABILITY_LEVEL rel, VIP_BOOLEAN rdmaw, VIP_BOOLEAN rdmar,
+                                       VIP_CQ_HANDLE scq, VIP_CQ_HANDLE rcq) {
+    return th_vi_rdma_mts(e, rel, rdmaw, rdmar, 0, scq, rcq);
 }
 
 /* A connected pair on one NIC, both VIs with RDMA write, and RDMA read where the level

@@ -331,16 +331,8 @@ static void over_max_transfer(VIP_RELIABILITY_LEVEL rel, int target_side) {
              th_rel_name(rel));
     th_phase(ph);
     size_t mark = E.used;
-    VIP_VI_ATTRIBUTES va;
-    memset(&va, 0, sizeof va);
-    va.ReliabilityLevel = rel;
-    va.Ptag = E.ptag;
-    va.EnableRdmaWrite = VIP_TRUE;
-    VIP_VI_HANDLE a, b;
-    va.MaxTransferSize = target_side ? 0 : 1000;
-    CHECK(VipCreateVi(E.nic, &va, NULL, NULL, &a));
-    va.MaxTransferSize = target_side ? 1000 : 0;
-    CHECK(VipCreateVi(E.nic, &va, NULL, NULL, &b));
+    VIP_VI_HANDLE a = th_vi_rdma_mts(&E, rel, VIP_TRUE, VIP_FALSE, target_side ? 0 : 1000, NULL, NULL);
+    VIP_VI_HANDLE b = th_vi_rdma_mts(&E, rel, VIP_TRUE, VIP_FALSE, target_side ? 1000 : 0, NULL, NULL);
     th_connect_peer(&E, a, b, "wmts");
     memset(REG.p, TH_GUARD_BYTE, REG.len);
     char *src = th_alloc(&E, 1001);

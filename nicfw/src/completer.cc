@@ -70,6 +70,9 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
         vi.sq.pop();
     }
     vi.tx_busy = false;
+    vi.tx_resend = false;
+    vi.rtx_next = vi.rtx_end;
+    vi.rto_at = 0;  // rtx_timers drops the listing
     vi.rx_busy = false;
     vi.rx_has_desc = false;
     vi.rx_write = false;

@@ -40,7 +40,7 @@ void set_state(Vi& vi, uint32_t s) {
 // Connect outcome for the driver: state first, then the result it waits on.
 void connect_done(Vi& vi, uint32_t state, int result) {
     vi.op = ConnOp::kNone;
-    if (state == VIP_STATE_CONNECTED) vi.tx_seq = vi.rx_seq = 0;  // each connection counts from 0
+    if (state == VIP_STATE_CONNECTED) vi.reset_sequence();  // each connection counts from 0
     set_state(vi, state);
     // Release: the driver that sees the result sees state, peer and remote attributes.
     vi.conn_result.store(result, std::memory_order_release);

@@ -205,6 +205,8 @@ int Engine::create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out) 
     if (++vi_gen_[idx] == 0) vi_gen_[idx] = 1;
     vi->id = NICFW_VI_MAKE(idx, vi_gen_[idx]);
     vi->attrs = a;
+    vi->rel_proto = a.reliability != VIP_SERVICE_UNRELIABLE && tr_->lossy();
+    vi->retry_ns = cfg_.retry_timeout_ms * 1000000ull;
     vi->scq = scq;
     vi->rcq = rcq;
     vi->user = user;
@@ -233,6 +235,7 @@ int Engine::destroy_vi(Vi* vi) {
     tx_active_.erase(std::remove(tx_active_.begin(), tx_active_.end(), vi), tx_active_.end());
     connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), vi), connecting_.end());
     ack_owed_.erase(std::remove(ack_owed_.begin(), ack_owed_.end(), vi), ack_owed_.end());
+    rtx_timed_.erase(std::remove(rtx_timed_.begin(), rtx_timed_.end(), vi), rtx_timed_.end());
     vi_status_[idx].state = 0xFFFFFFFFu;
     vis_[idx].reset();
     vi_free_.push_back(idx);
@@ -245,6 +248,7 @@ int Engine::set_vi_attrs(Vi* vi, const ViAttrs& a) {
     if (!has_ptag(a.ptag)) return -EPERM;
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
     vi->attrs = a;
+    vi->rel_proto = a.reliability != VIP_SERVICE_UNRELIABLE && tr_->lossy();
     vi->st->reliability = a.reliability;
     return 0;
 }
@@ -339,9 +343,11 @@ bool Engine::step_locked() {
         did = true;
     }
     if (!ack_owed_.empty()) did |= flush_acks();
-    // The slow path (link set-up, liveness, connection timers) runs about every 1 ms.
+    // Timers: retransmission (checked on these same steps), and the slow path (link
+    // set-up, liveness, connection timers) about every 1 ms.
     if ((++step_count_ & 63) == 0 || !did) {
         uint64_t now = now_ns();
+        if (!rtx_timed_.empty()) did |= rtx_timers(now);
         if (now - last_slow_ns_ >= 1000000) {
             last_slow_ns_ = now;
             slow_path(now);

@@ -44,45 +44,55 @@ uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, ui
     return 0;
 }
 
-// Validates the head send descriptor and loads it as the VI's current transmission.
-// Returns false when it completed at once (with an error).
-bool Engine::start_send(Vi& vi, const WorkItem& w) {
+// Reads and checks send descriptor w and loads it as the VI's current transmission
+// (tx_op, remote buffer, gathered segments, length). Returns 0 or the status bit of the
+// first check that failed; *op is the operation the descriptor asked for.
+uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
     uint16_t n = 0;
+    *op = 0;
     uint32_t bad = check_desc(vi, w, &n);
-    uint16_t control = 0;
-    uint32_t op = 0, first = 0;
-    if (bad == 0) {
-        control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
-        op = control & VIP_CONTROL_OP_MASK;
-        if ((control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY) || op == VIP_CONTROL_OP_RESERVED) {
-            bad = VIP_STATUS_FORMAT_ERROR;
-        } else if (op != VIP_CONTROL_OP_SENDRECV) {
-            // RDMA: DS[0] is the address segment naming the remote buffer.
-            if (n < 1) {
-                bad = VIP_STATUS_FORMAT_ERROR;
-            } else if (op == VIP_CONTROL_OP_RDMAREAD &&
-                       (vi.attrs.reliability == VIP_SERVICE_UNRELIABLE || (control & VIP_CONTROL_IMMEDIATE))) {
-                bad = VIP_STATUS_FORMAT_ERROR;  // reads need a reliable VI and carry no immediate data
-            } else {
-                VIP_ADDRESS_SEGMENT a;
-                memcpy(&a, &desc_segment(w.desc, 0)->Remote, sizeof a);
-                vi.tx_raddr = a.Data.AddressBits;
-                vi.tx_rmemh = a.Handle;
-                first = 1;
-            }
-        }
-        if (bad == 0) bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len);
-        if (bad == 0 && (vi.tx_len > vi.attrs.max_transfer || vi.tx_len > vi.remote.max_transfer))
-            bad = VIP_STATUS_LENGTH_ERROR;
+    if (bad) return bad;
+    uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
+    *op = control & VIP_CONTROL_OP_MASK;
+    uint32_t first = 0;
+    if ((control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY) || *op == VIP_CONTROL_OP_RESERVED)
+        return VIP_STATUS_FORMAT_ERROR;
+    if (*op != VIP_CONTROL_OP_SENDRECV) {
+        // RDMA: DS[0] is the address segment naming the remote buffer.
+        if (n < 1) return VIP_STATUS_FORMAT_ERROR;
+        if (*op == VIP_CONTROL_OP_RDMAREAD &&
+            (vi.attrs.reliability == VIP_SERVICE_UNRELIABLE || (control & VIP_CONTROL_IMMEDIATE)))
+            return VIP_STATUS_FORMAT_ERROR;  // reads need a reliable VI and carry no immediate data
+        VIP_ADDRESS_SEGMENT a;
+        memcpy(&a, &desc_segment(w.desc, 0)->Remote, sizeof a);
+        vi.tx_raddr = a.Data.AddressBits;
+        vi.tx_rmemh = a.Handle;
+        first = 1;
     }
+    bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len);
+    if (bad == 0 && (vi.tx_len > vi.attrs.max_transfer || vi.tx_len > vi.remote.max_transfer))
+        bad = VIP_STATUS_LENGTH_ERROR;
+    vi.tx_op = *op;
+    vi.tx_nsegs = n - first;
+    vi.tx_off = vi.tx_seg = vi.tx_seg_off = 0;
+    vi.tx_w = w;
+    return bad;
+}
+
+// Starts the head send descriptor as a new request. Returns false when it completed at
+// once (with an error).
+bool Engine::start_send(Vi& vi, const WorkItem& w) {
+    uint32_t op;
+    uint32_t bad = load_send(vi, w, &op);
     if (bad) {
         vi.sq.pop();
-        vi.tx_seq++;
         TxEntry e;
-    e.kind = TxEntry::kLocal;
+        e.kind = TxEntry::kLocal;
         e.done = true;
         e.desc = w.desc;
+        e.memh = w.memh;
         e.status = bad;
+        e.seq = vi.tx_seq++;
         // The status still names the operation, when the descriptor said which.
         e.op = op == VIP_CONTROL_OP_RDMAWRITE  ? VIP_STATUS_OP_RDMA_WRITE
                : op == VIP_CONTROL_OP_RDMAREAD ? VIP_STATUS_OP_RDMA_READ
@@ -94,22 +104,66 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
             flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);
         return false;
     }
-    vi.tx_op = op;
-    vi.tx_nsegs = n - first;
+    vi.tx_cur_seq = vi.tx_seq;
+    vi.tx_resend = false;
     vi.tx_busy = true;
-    vi.tx_off = vi.tx_seg = vi.tx_seg_off = 0;
     return true;
 }
 
-// The head descriptor has left: it completes now, or when the target answers, but
-// always after every descriptor posted before it.
-void Engine::finish_send(Vi& vi, const WorkItem& w) {
+// Loads the next request of a go-back-N resend, skipping those already answered.
+// False when there is none. A descriptor that no longer passes the checks (its memory
+// was deregistered while the NIC owned it) completes with that error and breaks the VI.
+bool Engine::start_resend(Vi& vi) {
+    while (vi.rtx_next != vi.rtx_end) {
+        TxEntry* e = pending_entry(vi, vi.rtx_next);
+        if (!e || e->done) {
+            vi.rtx_next++;
+            continue;
+        }
+        uint32_t op;
+        if (uint32_t bad = load_send(vi, WorkItem{e->desc, e->memh}, &op)) {
+            e->status = bad;
+            e->done = true;
+            if (e->kind == TxEntry::kRead) vi.reads_out--;
+            flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);
+            return false;
+        }
+        if (e->kind == TxEntry::kRead) e->got = 0;  // the answer comes again from offset 0
+        vi.tx_cur_seq = e->seq;
+        vi.tx_resend = true;
+        vi.tx_busy = true;
+        vi.rtx_next++;
+        vi.st->c.retransmits++;
+        status_->nic.retransmits++;
+        return true;
+    }
+    return false;
+}
+
+// The pending request with sequence number seq (they are consecutive, oldest first).
+TxEntry* Engine::pending_entry(Vi& vi, uint32_t seq) {
+    if (vi.pending.empty()) return nullptr;
+    uint32_t i = seq - vi.pending.front().seq;
+    if (i >= vi.pending.size()) return nullptr;
+    TxEntry& e = vi.pending[i];
+    return e.seq == seq ? &e : nullptr;
+}
+
+// The current request has left in full. A new one joins the pending FIFO: it completes
+// now, or when the target answers, but always after every descriptor posted before it.
+void Engine::finish_send(Vi& vi) {
+    vi.tx_busy = false;
+    if (vi.tx_resend) {
+        vi.tx_resend = false;
+        return;
+    }
     TxEntry e;
     e.kind = TxEntry::kLocal;
-    e.desc = w.desc;
+    e.desc = vi.tx_w.desc;
+    e.memh = vi.tx_w.memh;
     e.len = vi.tx_len;
     e.seq = vi.tx_seq;
-    bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
+    const bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
     switch (vi.tx_op) {
         case VIP_CONTROL_OP_RDMAWRITE:
             e.op = VIP_STATUS_OP_RDMA_WRITE;
@@ -124,16 +178,18 @@ void Engine::finish_send(Vi& vi, const WorkItem& w) {
             break;
         default:
             e.op = VIP_STATUS_OP_SEND;
-            // Unreliable and reliable delivery: done once the remote NIC has it (the shm
-            // lane is the remote NIC's receive queue). Reliable reception: when placed.
-            e.kind = vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION ? TxEntry::kAcked : TxEntry::kLocal;
+            // Unreliable, and reliable delivery on a lossless wire: done once the remote NIC
+            // has it (the shm lane is the remote NIC's receive queue). Reliable reception,
+            // and any reliable level on a lossy wire: when the target acknowledges it.
+            e.kind = vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION || vi.rel_proto ? TxEntry::kAcked
+                                                                                          : TxEntry::kLocal;
             break;
     }
     e.done = e.kind == TxEntry::kLocal;
-    vi.tx_busy = false;
     vi.tx_seq++;
     vi.sq.pop();
     vi.pending.push_back(std::move(e));
+    if (vi.rel_proto && vi.rto_at == 0) arm_rtx(vi);
     retire(vi);
 }
 
@@ -233,8 +289,8 @@ bool Engine::flush_backlog() {
     return did;
 }
 
-// Reliable reception: one ACK per VI per step covers every message placed since the
-// last one (acks_owed), so a burst of receives costs one frame back.
+// One ACK per VI per step covers every request placed since the last one (acks_owed),
+// so a burst of receives costs one frame back.
 bool Engine::flush_acks() {
     bool did = false;
     for (size_t i = 0; i < ack_owed_.size();) {
@@ -246,8 +302,10 @@ bool Engine::flush_acks() {
                 *a = frame_to(*vi, NICFW_F_ACK);
                 a->imm = vi->acks_owed;
                 a->seq = vi->rx_seq;
+                if (vi->ack_gap) a->flags = NICFW_FF_GAP;
                 frame_commit(vi->peer, a, 0);
                 vi->acks_owed = 0;
+                vi->ack_gap = false;
                 did = done = true;
             }
         }
@@ -292,8 +350,93 @@ bool Engine::serve_reads(Vi& vi) {
     return true;
 }
 
-// Transmits as much of vi's send queue as the link takes. *blocked: the link is full
-// (or a fenced descriptor waits for earlier RDMA reads).
+// Picks what vi transmits next: a resend (go-back-N) first, then the head of the send
+// queue. False when there is nothing to send now; *blocked when that is because of the
+// window or a fence.
+bool Engine::next_transmission(Vi& vi, bool* blocked) {
+    if (vi.rtx_next != vi.rtx_end && start_resend(vi)) return true;
+    while (!vi.sq.empty() && vi.state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
+        if (vi.rel_proto && vi.pending.size() >= kTxWindow) {
+            *blocked = true;  // the window is full until the peer acknowledges
+            return false;
+        }
+        WorkItem w = vi.sq.front();
+        // VIP_CONTROL_QFENCE: wait until every earlier RDMA read has completed.
+        if (vi.reads_out && (__atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED) & VIP_CONTROL_QFENCE)) {
+            *blocked = true;
+            return false;
+        }
+        if (start_send(vi, w)) return true;
+    }
+    return false;
+}
+
+// Sends the frames of the current request that are still to go. False if the link filled
+// (the rest goes on a later step).
+bool Engine::emit_frames(Vi& vi) {
+    const bool rdma = vi.tx_op != VIP_CONTROL_OP_SENDRECV;
+    const uint32_t ext = rdma ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
+    const nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};
+    if (vi.tx_op == VIP_CONTROL_OP_RDMAREAD) {
+        nicfw_frame_hdr* h;
+        uint8_t* p = frame_reserve(vi.peer, ext, &h);
+        if (!p) return false;
+        *h = frame_to(vi, NICFW_F_READ_REQ);
+        h->msg_len = vi.tx_len;
+        h->seq = vi.tx_cur_seq;
+        memcpy(p, &x, sizeof x);
+        frame_commit(vi.peer, h, ext);
+        count_tx(vi, 0);
+        return true;
+    }
+    VIP_DESCRIPTOR* d = vi.tx_w.desc;
+    // Frames: at least one (a zero-length send still carries immediate data).
+    do {
+        uint32_t frag = std::min(vi.tx_len - vi.tx_off, mtu_ - ext);
+        nicfw_frame_hdr* h;
+        uint8_t* p = frame_reserve(vi.peer, ext + frag, &h);
+        if (!p) return false;
+        if (rdma) {
+            memcpy(p, &x, sizeof x);
+            p += ext;
+        }
+        // Gather: copy segments straight into the frame.
+        uint32_t done = 0;
+        while (done < frag) {
+            Seg& s = vi.tx_segs[vi.tx_seg];
+            uint32_t take = std::min(frag - done, s.len - vi.tx_seg_off);
+            if (take) memcpy(p + done, s.ptr + vi.tx_seg_off, take);  // zero-length: no pointer
+            done += take;
+            vi.tx_seg_off += take;
+            if (vi.tx_seg_off == s.len) {
+                vi.tx_seg++;
+                vi.tx_seg_off = 0;
+            }
+        }
+        while (vi.tx_seg < vi.tx_nsegs && vi.tx_segs[vi.tx_seg].len == 0) vi.tx_seg++;
+        uint16_t control = d->CS.Control;
+        h->type = rdma ? NICFW_F_RDMA_WRITE : NICFW_F_DATA;
+        h->version = NICFW_ABI_VERSION;
+        h->flags = (control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0;
+        if (control & VIP_EXT_CONTROL_REPLY) h->flags |= NICFW_FF_REPLY;
+        if (vi.tx_off + frag == vi.tx_len) h->flags |= NICFW_FF_LAST;
+        h->reserved = 0;
+        h->dst_vi = vi.remote_vi;
+        h->src_vi = vi.id;
+        h->msg_len = vi.tx_len;
+        h->offset = vi.tx_off;
+        h->frag_len = frag;
+        h->imm = d->CS.ImmediateData;
+        h->seq = vi.tx_cur_seq;
+        frame_commit(vi.peer, h, ext + frag);
+        count_tx(vi, frag);
+        vi.tx_off += frag;
+    } while (vi.tx_off < vi.tx_len);
+    return true;
+}
+
+// Transmits as much of vi's work as the link takes. *blocked: the link is full (or the
+// window, or a fenced descriptor waiting for earlier RDMA reads).
 void Engine::transmit_vi(Vi& vi, bool* blocked) {
     *blocked = false;
     if (!vi.serve.empty() && !serve_reads(vi)) {
@@ -304,83 +447,13 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
         finish_refusal(vi);  // the reads accepted before the refused request are out
         return;
     }
-    while (!vi.sq.empty()) {
-        if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;
-        WorkItem w = vi.sq.front();
-        if (!vi.tx_busy) {
-            // VIP_CONTROL_QFENCE: wait until every earlier RDMA read has completed.
-            if (vi.reads_out && (__atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED) & VIP_CONTROL_QFENCE)) {
-                *blocked = true;
-                return;
-            }
-            if (!start_send(vi, w)) continue;
+    while (vi.state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
+        if (!vi.tx_busy && !next_transmission(vi, blocked)) return;
+        if (!emit_frames(vi)) {
+            *blocked = true;
+            return;
         }
-        const bool rdma = vi.tx_op != VIP_CONTROL_OP_SENDRECV;
-        const uint32_t ext = rdma ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
-        if (vi.tx_op == VIP_CONTROL_OP_RDMAREAD) {
-            nicfw_frame_hdr* h;
-            uint8_t* p = frame_reserve(vi.peer, ext, &h);
-            if (!p) {
-                *blocked = true;
-                return;
-            }
-            *h = frame_to(vi, NICFW_F_READ_REQ);
-            h->msg_len = vi.tx_len;
-            h->seq = vi.tx_seq;
-            nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};
-            memcpy(p, &x, sizeof x);
-            frame_commit(vi.peer, h, ext);
-            count_tx(vi, 0);
-            finish_send(vi, w);
-            continue;
-        }
-        // Frames: at least one (a zero-length send still carries immediate data).
-        do {
-            uint32_t frag = std::min(vi.tx_len - vi.tx_off, mtu_ - ext);
-            nicfw_frame_hdr* h;
-            uint8_t* p = frame_reserve(vi.peer, ext + frag, &h);
-            if (!p) {
-                *blocked = true;
-                return;
-            }
-            if (rdma) {
-                nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};
-                memcpy(p, &x, sizeof x);
-                p += ext;
-            }
-            // Gather: copy segments straight into the frame.
-            uint32_t done = 0;
-            while (done < frag) {
-                Seg& s = vi.tx_segs[vi.tx_seg];
-                uint32_t take = std::min(frag - done, s.len - vi.tx_seg_off);
-                if (take) memcpy(p + done, s.ptr + vi.tx_seg_off, take);  // zero-length: no pointer
-                done += take;
-                vi.tx_seg_off += take;
-                if (vi.tx_seg_off == s.len) {
-                    vi.tx_seg++;
-                    vi.tx_seg_off = 0;
-                }
-            }
-            while (vi.tx_seg < vi.tx_nsegs && vi.tx_segs[vi.tx_seg].len == 0) vi.tx_seg++;
-            uint16_t control = w.desc->CS.Control;
-            h->type = rdma ? NICFW_F_RDMA_WRITE : NICFW_F_DATA;
-            h->version = NICFW_ABI_VERSION;
-            h->flags = (control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0;
-            if (control & VIP_EXT_CONTROL_REPLY) h->flags |= NICFW_FF_REPLY;
-            if (vi.tx_off + frag == vi.tx_len) h->flags |= NICFW_FF_LAST;
-            h->reserved = 0;
-            h->dst_vi = vi.remote_vi;
-            h->src_vi = vi.id;
-            h->msg_len = vi.tx_len;
-            h->offset = vi.tx_off;
-            h->frag_len = frag;
-            h->imm = w.desc->CS.ImmediateData;
-            h->seq = vi.tx_seq;
-            frame_commit(vi.peer, h, ext + frag);
-            count_tx(vi, frag);
-            vi.tx_off += frag;
-        } while (vi.tx_off < vi.tx_len);
-        finish_send(vi, w);
+        finish_send(vi);
     }
 }
 
@@ -390,10 +463,11 @@ bool Engine::transmit() {
         Vi* vi = tx_active_[i];
         bool blocked;
         uint32_t before = vi->sq.size();
+        uint32_t rtx_before = vi->rtx_next;
         transmit_vi(*vi, &blocked);
-        did |= vi->sq.size() != before || vi->tx_busy;
-        if ((vi->sq.empty() && vi->serve.empty()) ||
-            vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) {
+        did |= vi->sq.size() != before || vi->tx_busy || vi->rtx_next != rtx_before;
+        bool idle = vi->sq.empty() && vi->serve.empty() && !vi->tx_busy && vi->rtx_next == vi->rtx_end;
+        if (idle || vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) {
             vi->tx_listed = false;
             tx_active_[i] = tx_active_.back();
             tx_active_.pop_back();

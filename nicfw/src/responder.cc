@@ -139,15 +139,6 @@ static void scatter(const Seg* segs, uint32_t nsegs, uint32_t off, const uint8_t
     }
 }
 
-// Acknowledgements owed by vi go out at the end of this step (one frame for a burst).
-static void owe_ack(Vi& vi, std::vector<Vi*>& list) {
-    vi.acks_owed++;
-    if (!vi.ack_listed) {
-        vi.ack_listed = true;
-        list.push_back(&vi);
-    }
-}
-
 // A refused request breaks a reliable connection (VIA 1.0): the initiator first learns
 // which request failed (earlier ones are acknowledged before the NAK), then the
 // connection goes.
@@ -177,6 +168,7 @@ void Engine::finish_refusal(Vi& vi) {
 void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last) {
     vi.rx_busy = false;
     vi.rx_seq = vi.rx_msg_seq + 1;
+    vi.rx_gap_frames = 0;
     const bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
     if (vi.rx_write) {
         vi.rx_write = false;
@@ -208,7 +200,7 @@ void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last
             complete_on(vi, qk, w.desc, bad ? bad : VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE,
                         bad ? 0 : vi.rx_len);
         }
-        if (reliable) owe_ack(vi, ack_owed_);
+        if (reliable) owe_ack(vi);
         return;
     }
     if (!vi.rx_has_desc) return;  // discarded for lack of a descriptor
@@ -228,7 +220,29 @@ void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last
         if (reliable) flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
         return;
     }
-    if (vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION) owe_ack(vi, ack_owed_);
+    // Reliable reception waits for this ACK; so does every reliable level on a lossy wire.
+    if (vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION || vi.rel_proto) owe_ack(vi);
+}
+
+// rel_proto: forgets the message in progress (it lost a fragment, or starts again); the
+// sender resends it whole, and its receive descriptor (still at the queue head) takes it.
+static void restart_receive(Vi& vi) {
+    vi.rx_busy = false;
+    vi.rx_has_desc = false;
+    vi.rx_write = false;
+    vi.rx_discard = false;
+}
+
+// rel_proto: a frame that is not the next one in order. Before rx_seq it is a duplicate
+// (re-acknowledge: our ACK may have been lost); beyond it, evidence of a loss.
+void Engine::out_of_order(Vi& vi, const nicfw_frame_hdr& h) {
+    vi.st->c.drops++;
+    status_->nic.drops++;
+    int32_t ahead = static_cast<int32_t>(h.seq - vi.rx_seq);
+    if (ahead < 0)
+        owe_ack(vi);
+    else if (ahead > 0 || !vi.rx_busy)
+        owe_gap_ack(vi);
 }
 
 // DATA and RDMA_WRITE fragments.
@@ -251,6 +265,21 @@ void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
     vi.st->c.rx_bytes += h.frag_len;
     nicfw_rdma_ext x{};
     if (write) memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
+    if (vi.rel_proto) {
+        // Retransmission on: exactly the next request, fragments in order; anything else
+        // is dropped and reported (out_of_order). A request's first fragment while it is
+        // in progress means the sender went back: start it again.
+        if (h.seq != vi.rx_seq || (h.offset != 0 && (!vi.rx_busy || h.offset != vi.rx_got))) {
+            if (h.seq == vi.rx_seq && vi.rx_busy && h.offset > vi.rx_got) restart_receive(vi);  // lost fragment
+            out_of_order(vi, h);
+            return;
+        }
+        if (h.offset == 0 && vi.rx_busy) restart_receive(vi);
+        if (vi.rx_busy && (h.msg_len != vi.rx_len || vi.rx_write != write)) {
+            status_->nic.drops++;  // not the request in progress: a forged or broken frame
+            return;
+        }
+    }
     if (h.offset == 0) {
         // At most once: a message older than one already seen is a duplicate (or was
         // overtaken on a reordering link) and is dropped. Lossless links never do that.
@@ -307,6 +336,10 @@ void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
 void Engine::abandon_receive(Vi& vi) {
     vi.st->c.drops++;
     status_->nic.drops++;
+    if (vi.rel_proto) {
+        restart_receive(vi);  // retransmission brings it again
+        return;
+    }
     if (vi.attrs.reliability == VIP_SERVICE_UNRELIABLE) {
         vi.rx_busy = false;
         vi.rx_has_desc = false;
@@ -328,20 +361,31 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         status_->nic.drops++;  // RDMA read exists on reliable VIs only
         return;
     }
+    nicfw_rdma_ext x;
+    memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
+    uint8_t* src = nullptr;
     // A read request takes a sequence number like a message: a duplicate is dropped, a
     // gap means something before it was lost.
     if (static_cast<int32_t>(h.seq - vi->rx_seq) < 0) {
         status_->nic.drops++;
+        // With retransmission on, the answer may be what was lost: reads are idempotent,
+        // so a repeated request is served again (unless its answer is still queued).
+        if (vi->rel_proto && check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src) == 0 &&
+            std::none_of(vi->serve.begin(), vi->serve.end(), [&](const ReadService& r) { return r.seq == h.seq; })) {
+            vi->serve.push_back(ReadService{src, h.msg_len, 0, h.seq});
+            list_tx(*vi);
+        }
         return;
     }
-    if (h.seq != vi->rx_seq) {
-        flush_vi(*vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+    if (h.seq != vi->rx_seq || (vi->rel_proto && vi->rx_busy)) {
+        if (vi->rel_proto)
+            out_of_order(*vi, h);
+        else
+            flush_vi(*vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
         return;
     }
     vi->rx_seq = h.seq + 1;
-    nicfw_rdma_ext x;
-    memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
-    uint8_t* src = nullptr;
+    vi->rx_gap_frames = 0;
     if (uint32_t bad = check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src)) {
         vi->st->c.errors++;
         status_->nic.errors++;
@@ -349,10 +393,7 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         return;
     }
     vi->serve.push_back(ReadService{src, h.msg_len, 0, h.seq});
-    if (!vi->tx_listed) {
-        vi->tx_listed = true;
-        tx_active_.push_back(vi);
-    }
+    list_tx(*vi);
 }
 
 // Initiator: data for the oldest outstanding RDMA read.
@@ -368,6 +409,8 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
     if (it == vi->pending.end() || it->seq != h.seq || it->len != h.msg_len || it->got != h.offset ||
         h.frag_len > it->len - it->got) {
         status_->nic.drops++;
+        // A fragment of the awaited answer went missing: ask for the read again.
+        if (vi->rel_proto && it != vi->pending.end() && it->seq == h.seq && h.offset > it->got) on_gap(*vi, h.seq);
         return;
     }
     vi->st->c.rx_frames++;
@@ -379,6 +422,7 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
         it->done = true;
         vi->reads_out--;
         retire(*vi);
+        if (vi->rel_proto) tx_progress(*vi);
     }
 }
 
@@ -394,6 +438,13 @@ void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
     for (TxEntry& e : vi->pending)
         if (e.kind == TxEntry::kAcked && !e.done && static_cast<int32_t>(e.seq - h.seq) < 0) e.done = true;
     retire(*vi);
+    if (!vi->rel_proto) return;
+    // Progress restarts the timers; an ACK beyond what we sent is forged and ignored.
+    if (static_cast<int32_t>(h.seq - vi->snd_acked) > 0 && static_cast<int32_t>(h.seq - vi->tx_seq) <= 0) {
+        vi->snd_acked = h.seq;
+        tx_progress(*vi);
+    }
+    if ((h.flags & NICFW_FF_GAP) && static_cast<int32_t>(h.seq - vi->tx_seq) < 0) on_gap(*vi, h.seq);
 }
 
 // NAK: the request with sequence number seq failed at the target with imm's status.

@@ -75,12 +75,13 @@ nicfw_counters load_counters(const nicfw_counters* c) {
     r.recvs_done = ld(&c->recvs_done);
     r.drops = ld(&c->drops);
     r.errors = ld(&c->errors);
+    r.retransmits = ld(&c->retransmits);
     return r;
 }
 
 bool all_zero(const nicfw_counters& c) {
     return (c.tx_frames | c.tx_bytes | c.rx_frames | c.rx_bytes | c.sends_done | c.recvs_done |
-            c.drops | c.errors) == 0;
+            c.drops | c.errors | c.retransmits) == 0;
 }
 
 // A fixed-size char field of the page as a string: stops at NUL or the field's end,
@@ -307,8 +308,9 @@ std::string remote_str(uint32_t r) {
 void print_text_counters(const nicfw_counters& c, const char* indent) {
     printf("%stx_frames %" PRIu64 "  tx_bytes %" PRIu64 "  rx_frames %" PRIu64 "  rx_bytes %" PRIu64 "\n",
            indent, c.tx_frames, c.tx_bytes, c.rx_frames, c.rx_bytes);
-    printf("%ssends_done %" PRIu64 "  recvs_done %" PRIu64 "  drops %" PRIu64 "  errors %" PRIu64 "\n",
-           indent, c.sends_done, c.recvs_done, c.drops, c.errors);
+    printf("%ssends_done %" PRIu64 "  recvs_done %" PRIu64 "  drops %" PRIu64 "  errors %" PRIu64
+           "  retransmits %" PRIu64 "\n",
+           indent, c.sends_done, c.recvs_done, c.drops, c.errors, c.retransmits);
 }
 
 void print_text(const std::vector<NicInfo>& nics, const Options& o) {
@@ -360,9 +362,9 @@ std::string json_counters(const nicfw_counters& c) {
     snprintf(b, sizeof b,
              "{\"tx_frames\": %" PRIu64 ", \"tx_bytes\": %" PRIu64 ", \"rx_frames\": %" PRIu64
              ", \"rx_bytes\": %" PRIu64 ", \"sends_done\": %" PRIu64 ", \"recvs_done\": %" PRIu64
-             ", \"drops\": %" PRIu64 ", \"errors\": %" PRIu64 "}",
+             ", \"drops\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"retransmits\": %" PRIu64 "}",
              c.tx_frames, c.tx_bytes, c.rx_frames, c.rx_bytes, c.sends_done, c.recvs_done, c.drops,
-             c.errors);
+             c.errors, c.retransmits);
     return b;
 }
 

@@ -347,6 +347,7 @@ typedef struct {
     VIP_UINT64 SendsDone, RecvsDone;
     VIP_UINT64 Drops;  /* frames received that no receive descriptor took */
     VIP_UINT64 Errors; /* descriptors completed with an error status */
+    VIP_UINT64 Retransmits; /* requests sent again (reliable VIs on a lossy wire) */
 } VIP_EXT_COUNTERS;
 
 VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE NicHandle, VIP_EXT_COUNTERS *Counters);
@@ -387,6 +388,15 @@ typedef struct {
 
 VIP_RETURN VipExtSetFaults(VIP_NIC_HANDLE NicHandle, const VIP_CHAR *Spec);
 VIP_RETURN VipExtQueryFaultCounters(VIP_NIC_HANDLE NicHandle, VIP_EXT_FAULT_COUNTERS *Counters);
+
+/* Retransmission (docs/reliability.md). Reliable VIs on a wire that can lose frames
+ * (UDP, or any NIC with the fault injector on) retransmit what the peer does not
+ * acknowledge. A VI that makes no progress for its retry timeout (default 5000 ms, or
+ * SOFTVIA_RETRY_TIMEOUT_MS when the NIC was opened) moves to VIP_STATE_ERROR: requests
+ * in flight complete with VIP_STATUS_TRANSPORT_ERROR, the rest are flushed, and the
+ * error callback receives VIP_ERROR_CONN_LOST. Milliseconds: 1 to 3600000, else
+ * VIP_INVALID_PARAMETER. Takes effect at once, also on a connected VI. */
+VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE ViHandle, VIP_ULONG Milliseconds);
 
 /* A readable name of a VIP_RETURN value ("VIP_NO_MATCH"); never NULL. */
 const char *VipExtReturnString(VIP_RETURN Code);

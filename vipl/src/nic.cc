@@ -85,6 +85,14 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
         if (!nicfw::parse_fault_spec(fenv, &spec)) return VIP_INVALID_PARAMETER;
         cfg.faults = fenv;
     }
+    const char* renv = getenv("SOFTVIA_RETRY_TIMEOUT_MS");
+    if (renv && *renv) {
+        char* end;
+        errno = 0;
+        unsigned long long ms = strtoull(renv, &end, 10);
+        if (errno || *end || ms == 0 || ms > nicfw::kMaxRetryTimeoutMs || *renv == '-') return VIP_INVALID_PARAMETER;
+        cfg.retry_timeout_ms = ms;
+    }
     auto* nic = new (std::nothrow) vip_nic();
     if (!nic) return VIP_ERROR_RESOURCE;
     cfg.device = name;
@@ -282,6 +290,7 @@ static void copy_counters(const nicfw_counters& c, VIP_EXT_COUNTERS* out) {
     out->RecvsDone = c.recvs_done;
     out->Drops = c.drops;
     out->Errors = c.errors;
+    out->Retransmits = c.retransmits;
 }
 
 VIPL_API VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE nic, VIP_EXT_COUNTERS* out) {
@@ -300,6 +309,11 @@ VIPL_API VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE vi, VIP_UINT32* id) {
     if (!ok(vi) || !id) return VIP_INVALID_PARAMETER;
     *id = NICFW_VI_INDEX(vi->dev->id);
     return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE vi, VIP_ULONG ms) {
+    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+    return vi->nic->eng->set_retry_timeout(vi->dev, ms) < 0 ? VIP_INVALID_PARAMETER : VIP_SUCCESS;
 }
 
 VIPL_API VIP_RETURN VipExtSetFaults(VIP_NIC_HANDLE nic, const VIP_CHAR* spec) {

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define NICFW_ABI_VERSION 1u
+#define NICFW_ABI_VERSION 2u
 
 /* ---- limits the NIC advertises (VIP_NIC_ATTRIBUTES tells the same) --------------- */
 #define NICFW_MAX_VI 4096u                /* per NIC instance */
@@ -83,6 +83,7 @@ enum nicfw_frame_type {
 #define NICFW_FF_IMMEDIATE 0x01 /* DATA: imm carries immediate data */
 #define NICFW_FF_LAST 0x02      /* DATA: last fragment of the message */
 #define NICFW_FF_REPLY 0x04     /* DATA, RDMA_WRITE: message class reply (steering) */
+#define NICFW_FF_GAP 0x08       /* ACK: frames after seq arrived but seq did not: resend from seq */
 
 typedef struct {
     uint8_t type;     /* enum nicfw_frame_type */
@@ -95,7 +96,8 @@ typedef struct {
     uint32_t offset;  /* DATA: offset of this fragment in the message */
     uint32_t frag_len;/* DATA: bytes of payload in this frame */
     uint32_t imm;     /* DATA: immediate data; ACK: number of messages acknowledged */
-    uint32_t seq;     /* DATA: per-VI message sequence number; control: request id */
+    uint32_t seq;     /* DATA, RDMA_WRITE, READ_REQ: per-VI request sequence number;
+                         ACK: the next one expected (cumulative); control: request id */
 } nicfw_frame_hdr;
 
 /* RDMA extension header: the remote buffer, after nicfw_frame_hdr in RDMA_WRITE and
@@ -126,6 +128,7 @@ typedef struct {
     uint64_t sends_done, recvs_done;
     uint64_t drops;  /* frames no receive descriptor took */
     uint64_t errors; /* descriptors completed with an error status */
+    uint64_t retransmits; /* requests sent again (reliable VIs on a lossy wire) */
 } nicfw_counters;
 
 typedef struct {
@@ -135,7 +138,7 @@ typedef struct {
     uint32_t remote_vi;
     uint32_t reserved;
     nicfw_counters c;
-} nicfw_vi_status; /* 80 bytes */
+} nicfw_vi_status; /* 88 bytes */
 
 typedef struct {
     uint64_t magic;

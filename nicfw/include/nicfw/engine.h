@@ -164,15 +164,18 @@ struct ViAttrs {
 // A send-queue descriptor the NIC has transmitted but not completed. VIA completes a
 // queue's descriptors in post order, while acked sends/writes and reads finish when the
 // target answers, so completion goes through this FIFO.
+// With retransmission on, every request stays here until acknowledged; a resend reads
+// the descriptor again (the NIC owns it until it completes) and re-checks it.
 struct TxEntry {
     enum Kind : uint8_t { kLocal, kAcked, kRead };
     Kind kind = kLocal;  // done at transmit / on ACK / on data
     bool done = false;
     VIP_DESCRIPTOR* desc = nullptr;
+    uint32_t memh = 0;    // of the region holding desc
     uint32_t status = 0;  // completion status bits once done
     uint32_t len = 0;
     uint32_t op = 0;      // VIP_STATUS_OP_*
-    uint32_t seq = 0;     // kRead: request id; READ_RESP frames carry it
+    uint32_t seq = 0;     // the request's sequence number (READ_RESP frames carry it)
     uint32_t got = 0;     // kRead: bytes placed so far
     std::vector<Seg> segs;  // kRead: where the data goes (checked at post)
 };
@@ -225,7 +228,21 @@ struct Vi {
     uint64_t tx_raddr = 0;  // RDMA: remote buffer
     uint32_t tx_rmemh = 0;
     Seg tx_segs[NICFW_MAX_SEGMENTS];
-    uint32_t tx_seq = 0;
+    uint32_t tx_seq = 0;      // sequence number of the next new request
+    WorkItem tx_w{};          // the descriptor being transmitted
+    uint32_t tx_cur_seq = 0;  // and its sequence number
+    bool tx_resend = false;   // it is a resend (already in pending)
+
+    // Retransmission (rel_proto: a reliable VI on a lossy wire; docs/reliability.md).
+    bool rel_proto = false;
+    uint32_t rtx_next = 0, rtx_end = 0;  // go-back-N: requests [rtx_next, rtx_end) go again
+    uint32_t snd_acked = 0;              // the peer has every request before this one
+    uint32_t gap_seq = 0;                // the last go-back a GAP ACK asked for, and when
+    uint64_t gap_ns = 0;
+    uint64_t rto_ns = 0, rto_at = 0;     // retransmit timer (rto_at 0: off)
+    uint64_t give_up_at = 0;             // no progress until then: the connection is lost
+    uint64_t retry_ns = 0;               // the VI's retry timeout
+    bool rtx_listed = false;
 
     // Message being received: a send filling a receive descriptor, or an RDMA write
     // landing in registered memory (rx_dst).
@@ -238,8 +255,21 @@ struct Vi {
     uint32_t rx_seq = 0;       // sequence number the next message may carry at least
     uint32_t rx_msg_seq = 0;   // the message in progress
     uint32_t rx_got = 0;       // bytes of it received, in order
-    uint32_t acks_owed = 0;  // reliable reception: placed messages not yet acknowledged
+    uint32_t acks_owed = 0;  // placed messages not yet acknowledged (or a gap to report)
     bool ack_listed = false;
+    uint32_t rx_gap_frames = 0;  // rel_proto: frames beyond rx_seq since it last advanced
+    bool ack_gap = false;        // the ACK owed asks for a resend (NICFW_FF_GAP)
+
+    // A new connection counts requests from 0 and has nothing in flight.
+    void reset_sequence() {
+        tx_seq = rx_seq = snd_acked = 0;
+        rtx_next = rtx_end = 0;
+        tx_resend = false;
+        gap_seq = UINT32_MAX;
+        rto_at = 0;
+        rx_gap_frames = 0;
+        ack_gap = false;
+    }
 
     nicfw_vi_status* st = nullptr;  // this VI's line in the status page
 };
@@ -252,7 +282,15 @@ struct EngineConfig {
     std::string faults;  // fault injector spec (fault_transport.h); empty: none
     std::string device = "shm";
     void* nic_user = nullptr;  // VIP_NIC_HANDLE, for error descriptors
+    uint64_t retry_timeout_ms = 5000;  // default of every VI (SOFTVIA_RETRY_TIMEOUT_MS)
 };
+
+// Retransmission parameters (docs/reliability.md).
+constexpr uint32_t kTxWindow = 32;              // requests in flight per reliable VI
+constexpr uint64_t kRtoInitialNs = 500000;      // first retransmit timeout
+constexpr uint64_t kRtoMaxNs = 64000000;        // it doubles per retry up to this
+constexpr uint32_t kGapFramesBeforeNak = 2;     // out-of-order frames before a GAP ACK
+constexpr uint64_t kMaxRetryTimeoutMs = 3600000;
 
 class Engine {
 public:
@@ -290,6 +328,9 @@ public:
     int destroy_vi(Vi* vi);  // -EBUSY unless idle with empty device queues
     int set_vi_attrs(Vi* vi, const ViAttrs& a);
     int enable_steering(Vi* vi, Cq* reply_cq);  // -EBUSY unless idle
+    // How long a reliable VI on a lossy wire retransmits without progress before its
+    // connection is lost (1 ms .. kMaxRetryTimeoutMs; -EINVAL outside).
+    int set_retry_timeout(Vi* vi, uint64_t ms);
     uint32_t vi_count();
 
     // Connections. Results arrive in vi->conn_result (VIP_RETURN) and vi->state.
@@ -351,8 +392,13 @@ private:
     bool service_doorbells();
     bool transmit();
     void transmit_vi(Vi& vi, bool* blocked);
+    bool next_transmission(Vi& vi, bool* blocked);
+    bool emit_frames(Vi& vi);
+    uint32_t load_send(Vi& vi, const WorkItem& w, uint32_t* op);
     bool start_send(Vi& vi, const WorkItem& w);
-    void finish_send(Vi& vi, const WorkItem& w);
+    bool start_resend(Vi& vi);
+    void finish_send(Vi& vi);
+    TxEntry* pending_entry(Vi& vi, uint32_t seq);
     bool serve_reads(Vi& vi);
     void retire(Vi& vi);
     uint32_t check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host);
@@ -378,6 +424,29 @@ private:
     bool try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
     bool flush_backlog();
     bool flush_acks();
+    // An ACK goes to vi's peer at the end of this step (one frame for a burst).
+    void owe_ack(Vi& vi) {
+        vi.acks_owed++;
+        if (!vi.ack_listed) {
+            vi.ack_listed = true;
+            ack_owed_.push_back(&vi);
+        }
+    }
+    void list_tx(Vi& vi) {
+        if (!vi.tx_listed) {
+            vi.tx_listed = true;
+            tx_active_.push_back(&vi);
+        }
+    }
+
+    // retransmission
+    void go_back(Vi& vi, uint32_t seq);
+    void on_gap(Vi& vi, uint32_t seq);
+    void tx_progress(Vi& vi);
+    void arm_rtx(Vi& vi);
+    bool rtx_timers(uint64_t now);
+    void give_up(Vi& vi);
+    void owe_gap_ack(Vi& vi);
 
     // responder
     void handle_frame(const RxFrame& f);
@@ -395,6 +464,7 @@ private:
     void finish_refusal(Vi& vi);
     void finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last);
     void abandon_receive(Vi& vi);
+    void out_of_order(Vi& vi, const nicfw_frame_hdr& h);
 
     // completer
     void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
@@ -435,6 +505,7 @@ private:
     std::vector<std::unique_ptr<Listener>> listeners_;
     std::vector<Vi*> connecting_;  // VIs with a connect in progress (timers)
     std::vector<Vi*> ack_owed_;    // VIs with acknowledgements to send
+    std::vector<Vi*> rtx_timed_;   // reliable VIs on a lossy wire with requests in flight
 
     struct PendingControl {
         int peer;

@@ -34,6 +34,10 @@ public:
     virtual const uint8_t* local_addr(size_t* len) const = 0;
     // Largest frame (header included) that tx_reserve accepts.
     virtual uint32_t max_frame() const = 0;
+    // Whether a committed frame can fail to arrive. Reliable VIs on such a wire run the
+    // retransmission protocol (docs/reliability.md); on a lossless one a frame in the
+    // link is in the peer NIC's queue.
+    virtual bool lossy() const { return false; }
 
     // Peer index for an address, creating the link on first use. Negative errno on
     // failure (-EINVAL malformed address, -EHOSTUNREACH peer gone or not ours).

@@ -28,6 +28,7 @@ public:
     const char* name() const override { return inner_->name(); }
     const uint8_t* local_addr(size_t* len) const override { return inner_->local_addr(len); }
     uint32_t max_frame() const override { return inner_->max_frame() - kTrailer; }
+    bool lossy() const override { return true; }
     int resolve(const uint8_t* addr, size_t len) override { return inner_->resolve(addr, len); }
     const std::vector<uint8_t>& peer_addr(int peer) const override { return inner_->peer_addr(peer); }
     bool peer_alive(int peer) const override { return inner_->peer_alive(peer); }

@@ -1,0 +1,117 @@
+// retransmit.cc -- reliable VIs on a lossy wire: go-back-N retransmission, the
+// retransmit and retry timers, and the receiver's GAP acknowledgements.
+//
+// The sender keeps every request in Vi::pending until the target acknowledges it
+// (cumulative ACK: seq = the next request it expects) or, for an RDMA read, answers it.
+// The receiver takes exactly the next sequence number. Once kGapFramesBeforeNak frames
+// beyond it have arrived (one reordered frame is not a loss), it sends an ACK flagged
+// NICFW_FF_GAP and the sender resends from there at once, at most once per RTO for the
+// same request. Otherwise the retransmit timer resends from the oldest unanswered
+// request, doubling up to kRtoMaxNs; no progress for the VI's retry timeout loses the
+// connection. docs/reliability.md has the whole protocol.
+#include <algorithm>
+
+#include "nicfw/engine.h"
+
+namespace softvia::nicfw {
+
+int Engine::set_retry_timeout(Vi* vi, uint64_t ms) {
+    if (ms == 0 || ms > kMaxRetryTimeoutMs) return -EINVAL;
+    CtlGuard g(lock_, ctl_waiters_);
+    uint64_t old = vi->retry_ns;
+    vi->retry_ns = ms * 1000000ull;
+    if (vi->rto_at) vi->give_up_at = vi->give_up_at - old + vi->retry_ns;  // a running clock keeps its start
+    return 0;
+}
+
+// Starts (or restarts) both timers of vi: requests are in flight and answers came.
+void Engine::arm_rtx(Vi& vi) {
+    uint64_t now = now_ns();
+    vi.rto_ns = kRtoInitialNs;
+    vi.rto_at = now + vi.rto_ns;
+    vi.give_up_at = now + vi.retry_ns;
+    if (!vi.rtx_listed) {
+        vi.rtx_listed = true;
+        rtx_timed_.push_back(&vi);
+    }
+}
+
+// A request was answered (acknowledged, or its read data arrived in full).
+void Engine::tx_progress(Vi& vi) {
+    if (vi.pending.empty())
+        vi.rto_at = 0;  // nothing in flight: the timers stop (rtx_timers drops the listing)
+    else
+        arm_rtx(vi);
+}
+
+// Go-back-N: every unanswered request from seq on goes again, in order. A new request
+// being transmitted finishes first.
+void Engine::go_back(Vi& vi, uint32_t seq) {
+    if (vi.pending.empty()) return;
+    uint32_t first = vi.pending.front().seq;
+    if (static_cast<int32_t>(seq - first) < 0) seq = first;
+    vi.rtx_next = seq;
+    vi.rtx_end = vi.tx_seq;
+    list_tx(vi);
+}
+
+// The peer reported a hole at seq (GAP ACK), or a read's answer skipped a fragment.
+void Engine::on_gap(Vi& vi, uint32_t seq) {
+    uint64_t now = now_ns();
+    // The frames already on the wire behind the hole report it too: go back once.
+    if (seq == vi.gap_seq && now - vi.gap_ns < vi.rto_ns) return;
+    vi.gap_seq = seq;
+    vi.gap_ns = now;
+    go_back(vi, seq);
+}
+
+// No progress for the retry timeout: the connection is lost. What was in flight
+// completes with a transport error, the rest is flushed, and the error callback hears
+// VIP_ERROR_CONN_LOST.
+void Engine::give_up(Vi& vi) {
+    for (TxEntry& e : vi.pending) {
+        if (e.done) continue;
+        e.status = VIP_STATUS_TRANSPORT_ERROR;
+        e.done = true;
+    }
+    flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+}
+
+bool Engine::rtx_timers(uint64_t now) {
+    bool did = false;
+    for (size_t i = 0; i < rtx_timed_.size();) {
+        Vi* vi = rtx_timed_[i];
+        bool drop = vi->rto_at == 0 || vi->pending.empty() ||
+                    vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED;
+        if (!drop && static_cast<int64_t>(now - vi->give_up_at) >= 0) {
+            give_up(*vi);
+            did = drop = true;
+        }
+        if (drop) {
+            vi->rtx_listed = false;
+            vi->rto_at = 0;
+            rtx_timed_[i] = rtx_timed_.back();
+            rtx_timed_.pop_back();
+            continue;
+        }
+        if (static_cast<int64_t>(now - vi->rto_at) >= 0) {
+            go_back(*vi, vi->pending.front().seq);
+            vi->rto_ns = std::min(vi->rto_ns * 2, kRtoMaxNs);
+            vi->rto_at = now + vi->rto_ns;
+            did = true;
+        }
+        i++;
+    }
+    return did;
+}
+
+// Receiver: a frame beyond the next expected request arrived (so something before it
+// was lost, or overtaken). Enough of them and the ACK owed asks for a resend.
+void Engine::owe_gap_ack(Vi& vi) {
+    if (++vi.rx_gap_frames < kGapFramesBeforeNak) return;
+    vi.rx_gap_frames = 0;
+    vi.ack_gap = true;
+    owe_ack(vi);
+}
+
+}  // namespace softvia::nicfw

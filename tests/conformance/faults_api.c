@@ -8,6 +8,9 @@
  *    a value, no '=', not a number) makes VipOpenNic fail with VIP_INVALID_PARAMETER;
  *    the same specs given to VipExtSetFaults are refused with VIP_INVALID_PARAMETER and
  *    change nothing (traffic keeps flowing).
+ *  - SOFTVIA_RETRY_TIMEOUT_MS (docs/reliability.md): 0, negative, not a number, trailing
+ *    junk, over 3,600,000 or overflowing -> VipOpenNic fails with VIP_INVALID_PARAMETER;
+ *    250 opens.
  *  - With the injector on (one NIC, an unreliable VI pair on it): counters start at 0;
  *    at drop=1.0 nothing arrives, the sends still complete, Dropped grows by (at least)
  *    one per frame sent and the connection stays up; after VipExtSetFaults("drop=0")
@@ -105,6 +108,22 @@ int main(void) {
                malformed[i], th_rs(r));
         if (r == VIP_SUCCESS) VipCloseNic(nic);
         else EXPECT(nic == NULL, "SOFTVIA_FAULTS='%s': a failed open set the handle", malformed[i]);
+    }
+
+    th_phase("SOFTVIA_RETRY_TIMEOUT_MS at VipOpenNic");
+    {
+        static const char *bad_timeouts[] = {"0", "-5", "abc", "10x", "3600001", "99999999999999999999999"};
+        for (size_t i = 0; i < sizeof bad_timeouts / sizeof *bad_timeouts; i++) {
+            setenv("SOFTVIA_RETRY_TIMEOUT_MS", bad_timeouts[i], 1);
+            VIP_RETURN r = open_with(NULL, &nic);
+            EXPECT(r == VIP_INVALID_PARAMETER, "SOFTVIA_RETRY_TIMEOUT_MS='%s': VipOpenNic -> %s, want "
+                   "VIP_INVALID_PARAMETER", bad_timeouts[i], th_rs(r));
+            if (r == VIP_SUCCESS) VipCloseNic(nic);
+        }
+        setenv("SOFTVIA_RETRY_TIMEOUT_MS", "250", 1);
+        CHECK(open_with(NULL, &nic));
+        CHECK(VipCloseNic(nic));
+        unsetenv("SOFTVIA_RETRY_TIMEOUT_MS");
     }
 
     th_phase("injector on: open, counters start at 0");

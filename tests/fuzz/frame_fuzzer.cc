@@ -452,6 +452,10 @@ void Harness::init() {
     EngineConfig cfg;
     cfg.progress = Progress::kInline;
     cfg.device = "fuzz";
+    // FRAME_FUZZER_LOSSY=1: the engine's wire is the fault injector (every rate 0), so
+    // reliable VIs run the retransmission protocol and its receive rules get fuzzed.
+    const char* lossy = getenv("FRAME_FUZZER_LOSSY");
+    if (lossy && *lossy == '1') cfg.faults = "drop=0";
     int rc = Engine::create(cfg, &eng_);
     FZ_CHECK(rc == 0 && eng_, "Engine::create: %d", rc);
     eng_->set_error_handler(&st_, [](void* ctx, VIP_ERROR_DESCRIPTOR*) { static_cast<Stats*>(ctx)->async_errors++; });

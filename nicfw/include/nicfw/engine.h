@@ -287,7 +287,7 @@ struct EngineConfig {
 
 // Retransmission parameters (docs/reliability.md).
 constexpr uint32_t kTxWindow = 32;              // requests in flight per reliable VI
-constexpr uint64_t kRtoInitialNs = 500000;      // first retransmit timeout
+constexpr uint64_t kRtoInitialNs = 2000000;     // first retransmit timeout
 constexpr uint64_t kRtoMaxNs = 64000000;        // it doubles per retry up to this
 constexpr uint32_t kGapFramesBeforeNak = 2;     // out-of-order frames before a GAP ACK
 constexpr uint64_t kMaxRetryTimeoutMs = 3600000;

@@ -29,9 +29,29 @@ uint64_t splitmix64(uint64_t& s) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
+
+#if defined(__x86_64__)
+// The SSE4.2 crc32 instruction computes the same CRC-32C, eight bytes per step: the
+// checksum of a 4 KiB frame drops from microseconds to a fraction of one.
+__attribute__((target("sse4.2"))) uint32_t crc32c_hw(const uint8_t* p, size_t n) {
+    uint64_t c = 0xFFFFFFFFu;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+    }
+    uint32_t c32 = static_cast<uint32_t>(c);
+    for (; n; p++, n--) c32 = __builtin_ia32_crc32qi(c32, *p);
+    return ~c32;
+}
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
 }  // namespace
 
 uint32_t crc32c(const uint8_t* p, size_t n) {
+#if defined(__x86_64__)
+    if (kHaveSse42) return crc32c_hw(p, n);
+#endif
     uint32_t c = 0xFFFFFFFFu;
     for (size_t i = 0; i < n; i++) c = kCrc.t[(c ^ p[i]) & 0xFF] ^ (c >> 8);
     return ~c;
@@ -87,11 +107,11 @@ uint8_t* FaultTransport::tx_reserve(int peer, uint32_t len) {
     return stage_.data();
 }
 
-bool FaultTransport::send_now(int peer, const std::vector<uint8_t>& frame) {
-    uint8_t* p = inner_->tx_reserve(peer, static_cast<uint32_t>(frame.size()));
+bool FaultTransport::send_now(int peer, const uint8_t* frame, size_t len) {
+    uint8_t* p = inner_->tx_reserve(peer, static_cast<uint32_t>(len));
     if (!p) return false;
-    memcpy(p, frame.data(), frame.size());
-    inner_->tx_commit(peer, static_cast<uint32_t>(frame.size()));
+    memcpy(p, frame, len);
+    inner_->tx_commit(peer, static_cast<uint32_t>(len));
     return true;
 }
 
@@ -102,11 +122,11 @@ void FaultTransport::tx_commit(int peer, uint32_t len) {
         c_.dropped++;
         return;
     }
-    std::vector<uint8_t> frame(stage_.begin(), stage_.begin() + len + kTrailer);
+    const size_t size = len + kTrailer;
     if (roll(spec_.corrupt)) {
         // One flipped bit anywhere in the frame or its trailer, after the checksum.
-        uint64_t bit = splitmix64(rng_) % (frame.size() * 8);
-        frame[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+        uint64_t bit = splitmix64(rng_) % (size * 8);
+        stage_[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
         c_.corrupted++;
     }
     int copies = 1;
@@ -114,17 +134,20 @@ void FaultTransport::tx_commit(int peer, uint32_t len) {
         copies = 2;
         c_.duplicated++;
     }
-    uint64_t now = now_ns();
+    // Only a frame that waits is copied; the rest go straight from the stage to the link.
+    auto hold = [&](uint64_t due, bool reorder) {
+        held_.push_back({peer, std::vector<uint8_t>(stage_.begin(), stage_.begin() + size), due, reorder});
+    };
     for (int k = 0; k < copies; k++) {
         if (roll(spec_.delay)) {
-            held_.push_back({peer, frame, now + spec_.delay_us * 1000ull, false});
+            hold(now_ns() + spec_.delay_us * 1000ull, false);
             c_.delayed++;
         } else if (roll(spec_.reorder)) {
             // Goes out right after the next frame to this peer (or within 200 us).
-            held_.push_back({peer, frame, now + 200000, true});
+            hold(now_ns() + 200000, true);
             c_.reordered++;
         } else {
-            if (!send_now(peer, frame)) held_.push_back({peer, frame, now, false});  // link full: keep it
+            if (!send_now(peer, stage_.data(), size)) hold(0, false);  // link full: keep it
             flush_held(peer);
         }
     }
@@ -138,7 +161,7 @@ void FaultTransport::flush_held(int after_peer) {
     for (size_t i = 0; i < held_.size();) {
         Held& h = held_[i];
         bool due = h.reorder ? (h.peer == after_peer || now >= h.due_ns) : now >= h.due_ns;
-        if (due && (!inner_->peer_alive(h.peer) || send_now(h.peer, h.frame))) {
+        if (due && (!inner_->peer_alive(h.peer) || send_now(h.peer, h.frame.data(), h.frame.size()))) {
             held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
         } else {
             i++;

@@ -54,7 +54,7 @@ private:
     };
 
     bool roll(double p);
-    bool send_now(int peer, const std::vector<uint8_t>& frame);
+    bool send_now(int peer, const uint8_t* frame, size_t len);
     void flush_held(int after_peer);
 
     std::unique_ptr<Transport> inner_;

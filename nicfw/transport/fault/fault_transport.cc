@@ -103,6 +103,13 @@ bool FaultTransport::roll(double p) {
 
 uint8_t* FaultTransport::tx_reserve(int peer, uint32_t len) {
     if (held_.size() >= kMaxHeld || len > max_frame() || !inner_->peer_alive(peer)) return nullptr;
+    // A frame the link had no room for goes first, and until it has gone the link is full
+    // for the engine too: back-pressure, not a growing pile of copies.
+    if (!held_.empty()) {
+        flush_held(-1);
+        for (const Held& h : held_)
+            if (h.peer == peer && h.due_ns == 0) return nullptr;
+    }
     stage_.resize(len + kTrailer);
     return stage_.data();
 }
@@ -157,10 +164,14 @@ void FaultTransport::tx_commit(int peer, uint32_t len) {
 // for reordering once another frame to their peer has gone (after_peer), or on deadline.
 void FaultTransport::flush_held(int after_peer) {
     if (held_.empty()) return;
-    uint64_t now = now_ns();
+    uint64_t now = 0;  // read the clock only for a frame that waits on it
     for (size_t i = 0; i < held_.size();) {
         Held& h = held_[i];
-        bool due = h.reorder ? (h.peer == after_peer || now >= h.due_ns) : now >= h.due_ns;
+        bool due = h.due_ns == 0 || (h.reorder && h.peer == after_peer);
+        if (!due) {
+            if (!now) now = now_ns();
+            due = now >= h.due_ns;
+        }
         if (due && (!inner_->peer_alive(h.peer) || send_now(h.peer, h.frame.data(), h.frame.size()))) {
             held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
         } else {

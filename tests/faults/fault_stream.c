@@ -286,5 +286,6 @@ int main(int argc, char **argv) {
         sv_boot_barrier(60000);
     }
     VipCloseNic(nic);
+    free(mem);
     return 0;
 }

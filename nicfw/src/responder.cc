@@ -369,8 +369,10 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
     if (static_cast<int32_t>(h.seq - vi->rx_seq) < 0) {
         status_->nic.drops++;
         // With retransmission on, the answer may be what was lost: reads are idempotent,
-        // so a repeated request is served again (unless its answer is still queued).
-        if (vi->rel_proto && check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src) == 0 &&
+        // so a repeated request is served again (unless its answer is still queued; and
+        // no more than a window's worth, whatever a peer sends).
+        if (vi->rel_proto && vi->serve.size() < kTxWindow &&
+            check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src) == 0 &&
             std::none_of(vi->serve.begin(), vi->serve.end(), [&](const ReadService& r) { return r.seq == h.seq; })) {
             vi->serve.push_back(ReadService{src, h.msg_len, 0, h.seq});
             list_tx(*vi);

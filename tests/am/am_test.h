@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 enum { T_PASS = 0, T_FAIL = 1, T_SKIP = 77 };

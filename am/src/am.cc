@@ -1284,6 +1284,24 @@ bool any_peer_dead(ep_t ep) {
         if (p->state == P_DEAD) return true;
     return false;
 }
+bool peer_dead_at(ep_t ep, int index) {
+    if (index < 0 || size_t(index) >= ep->trans.size() || !ep->trans[size_t(index)].used) return true;
+    return ep->trans[size_t(index)].peer->state == P_DEAD;
+}
+// Gives back credits owed and waits until every message this endpoint posted has left
+// (a disconnect would flush a send still queued), so a peer waiting for it gets it.
+void quiesce(ep_t ep) {
+    flush_owed(ep);
+    uint64_t end = now_ms() + 2000;
+    for (Peer* p : ep->peers)
+        for (int i = 0; i < C_COUNT; i++) {
+            Channel* c = &p->ch[i];
+            while (c->s_used > 0 && p->state != P_DEAD && now_ms() < end) {
+                reap_sends(c);
+                if (c->s_used > 0) sched_yield();
+            }
+        }
+}
 int send_barrier(ep_t ep, int index, int phase, int gen) {
     if (index < 0 || size_t(index) >= ep->trans.size() || !ep->trans[size_t(index)].used) return AM_ERR_BAD_ARG;
     Peer* p = ep->trans[size_t(index)].peer;

@@ -17,6 +17,8 @@
 namespace amx {
 bool all_peers_ready(ep_t ep);
 bool any_peer_dead(ep_t ep);
+bool peer_dead_at(ep_t ep, int index);
+void quiesce(ep_t ep);
 int send_barrier(ep_t ep, int index, int phase, int gen);
 extern int g_barrier_arrivals[2];
 extern int g_barrier_released;
@@ -109,7 +111,7 @@ AMX_API int AMX_SPMDBarrier(void) {
     int rc = amx::send_barrier(s_ep, 0, 0, gen);
     if (rc != AM_OK) return rc;
     while (amx::g_barrier_released < gen) {
-        if (amx::any_peer_dead(s_ep)) return AM_ERR_NOT_SENT;
+        if (amx::peer_dead_at(s_ep, 0)) return AM_ERR_NOT_SENT;  // only rank 0 releases
         AM_Poll(s_eb);
         if ((++turn & 63) == 0) sched_yield();
     }
@@ -144,6 +146,7 @@ AMX_API int AMX_SPMDAllGather(const void* src, void* dst, size_t len) {
 AMX_API int AMX_SPMDExit(void) {
     if (!s_up) return AM_ERR_NOT_INIT;
     int rc = AMX_SPMDBarrier();
+    amx::quiesce(s_ep);  // the barrier's last messages must leave before the disconnects
     AM_Terminate();
     free(s_seg);
     s_seg = nullptr;

@@ -241,8 +241,15 @@ int post_reply(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nargs
     return rc;
 }
 
+// Credits of reply-free requests go back in batches: at the end of the poll, or at
+// once when a quarter of the channel's credits is owed, so that a sender streaming
+// reply-free requests never stalls for a whole window (Split-C over VIA's n = k/4).
 void owe_credit(Channel* c) {
     c->owed++;
+    if (c->owed >= (c->k + 3) / 4 && c->peer->state != P_DEAD) {
+        if (post_reply(c, K_CREDIT, 0, 0, 0, nullptr, nullptr, 0, 0, 0) == AM_OK) c->peer->ep->ctr.credit_msgs_sent++;
+        return;
+    }
     if (!c->in_owed_list) {
         c->in_owed_list = true;
         c->peer->ep->owed_list.push_back(c);

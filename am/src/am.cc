@@ -33,6 +33,11 @@ struct Global {
     int steering = -1;  // -1: from $AMVIA_STEERING at first use
     long connect_timeout_ms = -1;
     int returned_printed = 0;
+    // Freed bundles and endpoints keep their (cleared) memory, so that a stale handle
+    // fails its magic check with AM_ERR_BAD_ARG instead of reading freed memory.
+    // (Heap vectors never destroyed: they must outlive the leak check at exit.)
+    std::vector<Endpoint*>& dead_eps = *new std::vector<Endpoint*>;
+    std::vector<Bundle*>& dead_bundles = *new std::vector<Bundle*>;
 };
 Global g;
 
@@ -346,6 +351,9 @@ void destroy_peer(Peer* p) {
             }
             r = VipDestroyVi(c->vi);
             if (r == VIP_SUCCESS || now_ms() > end) break;
+            // A withdrawn connection request leaves the VI idle with its receives
+            // posted; a disconnect of an idle VI flushes them.
+            VipDisconnect(c->vi);
             VipExtProgress(g.nic);
             sched_yield();
         }
@@ -774,15 +782,14 @@ void free_endpoint(Endpoint* ep) {
     }
     VipDestroyCQ(ep->cq);  // refused if a VI outlived its drain; VipCloseNic frees it then
     if (ep->seg_mh) VipDeregisterMem(g.nic, ep->seg, ep->seg_mh);
-    ep->magic = 0;
-    delete ep;
+    *ep = Endpoint{};  // magic 0
+    g.dead_eps.push_back(ep);
 }
 
 void free_bundle(Bundle* b) {
     for (Endpoint* ep : b->eps) free_endpoint(ep);
-    b->eps.clear();
-    b->magic = 0;
-    delete b;
+    *b = Bundle{};  // magic 0
+    g.dead_bundles.push_back(b);
 }
 
 }  // namespace

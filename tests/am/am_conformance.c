@@ -437,17 +437,18 @@ static void two_endpoints(void) {
     AM_CHECK(AM_AllocateBundle(AM_SEQ, &eb3));
     AM_EXPECT_RC(AM_MoveEndpoint(ep2, eb, eb3), AM_ERR_BAD_ARG); /* not in eb */
     AM_CHECK(AM_MoveEndpoint(ep2, eb2, eb3));
-    /* the request waits for the connection, which needs ep2's side polled: poll eb3 from
-     * a loop around a request that would block; AM_RequestXferAsync would not, so use a
-     * short request after the connection is up */
+    /* the connection needs both endpoints mapped; ep's request waits for it by polling
+     * eb only, so ep2's bundle is polled in the same loop */
     int before = n_rep;
-    for (int turn = 0; turn < 200000 && b_got != 77; turn++) {
+    /* bounded by time, not turns: with thread progress a poll does not step the NIC */
+    uint64_t end = at_now_ns() + 5000000000ull;
+    for (int turn = 0; b_got != 77 && at_now_ns() < end; turn++) {
         AM_Poll(eb3);
         AM_Poll(eb);
         if (turn == 10) AM_CHECK(AM_Request1(ep, 3, 1, 77));
     }
     AT_EXPECT(b_got == 77, "the other endpoint got %d", b_got);
-    for (int turn = 0; turn < 200000 && n_rep == before; turn++) AM_Poll(eb);
+    for (end = at_now_ns() + 5000000000ull; n_rep == before && at_now_ns() < end;) AM_Poll(eb);
     AT_EXPECT(n_rep == before + 1, "reply from the other endpoint");
     AM_CHECK(AM_FreeBundle(eb2));
     AM_CHECK(AM_FreeEndpoint(ep2));

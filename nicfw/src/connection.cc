@@ -175,6 +175,8 @@ int Engine::disconnect(Vi* vi) {
     uint32_t st = vi->state.load(std::memory_order_relaxed);
     if (st == VIP_STATE_CONNECT_PENDING) {
         connect_done(*vi, VIP_STATE_IDLE, VIP_TIMEOUT);
+        // Now idle: its receives are flushed as on any idle VI, so it can be destroyed.
+        flush_vi(*vi, VIP_STATE_IDLE, false, VIP_ERROR_CONN_LOST);
         return 0;
     }
     flush_vi(*vi, VIP_STATE_IDLE, true, VIP_ERROR_CONN_LOST);

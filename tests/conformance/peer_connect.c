@@ -2,7 +2,8 @@
  * peer_connect: peer-to-peer connections. Crossed discriminators connect (polled with
  * VipConnectPeerDone or waited with VipConnectPeerWait), remote attributes come back,
  * uncrossed ones and a lonely request time out (VIP_TIMEOUT) and leave the VI idle,
- * Done/Wait without a request are VIP_INVALID_STATE, a mismatched reliability level
+ * Done/Wait without a request are VIP_INVALID_STATE, VipDisconnect withdraws a pending
+ * request and flushes the VI's receives (so it can be destroyed), a mismatched reliability level
  * never connects, many pairs at once.
  */
 #include "helpers.h"
@@ -113,6 +114,22 @@ int main(void) {
         CHECK(VipDisconnect(b));
         CHECK(VipDestroyVi(a));
         CHECK(VipDestroyVi(b));
+    }
+
+    th_phase("a withdrawn request leaves an idle VI with its receives flushed");
+    {
+        VIP_VI_HANDLE a = mkvi(&e, VIP_SERVICE_RELIABLE_DELIVERY, 0, VIP_FALSE);
+        VIP_DESCRIPTOR *rd = th_desc(&e, 1);
+        th_set1(rd, e.mh, th_alloc(&e, 64), 64);
+        CHECK(VipPostRecv(a, rd, e.mh));
+        CHECK(VipConnectPeerRequest(a, th_mkaddr(&la, &e.na, "gone.a"), th_mkaddr(&ra, &e.na, "gone.b"), 10000));
+        CHECK(VipDisconnect(a));
+        EXPECT_RC(VipConnectPeerDone(a, NULL), VIP_TIMEOUT);
+        EXPECT(th_state(a) == VIP_STATE_IDLE, "after withdrawing: %s", th_state_name(th_state(a)));
+        VIP_DESCRIPTOR *d = th_recv_done_must(a, rd, "receive posted before the request");
+        EXPECT(d && th_status_has(d, VIP_STATUS_DESC_FLUSHED_ERROR), "receive status 0x%x, want flushed",
+               d ? d->CS.Status : 0);
+        EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
     }
 
     th_phase("uncrossed discriminators do not connect");

@@ -129,6 +129,7 @@ bool Engine::start_resend(Vi& vi) {
             return false;
         }
         if (e->kind == TxEntry::kRead) e->got = 0;  // the answer comes again from offset 0
+        e->resent = true;
         vi.tx_cur_seq = e->seq;
         vi.tx_resend = true;
         vi.tx_busy = true;
@@ -188,6 +189,7 @@ void Engine::finish_send(Vi& vi) {
     e.done = e.kind == TxEntry::kLocal;
     vi.tx_seq++;
     vi.sq.pop();
+    if (vi.rel_proto) e.sent_ns = now_ns();
     vi.pending.push_back(std::move(e));
     if (vi.rel_proto && vi.rto_at == 0) arm_rtx(vi);
     retire(vi);

@@ -437,10 +437,15 @@ void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
     }
     // Cumulative: seq is the next message the target expects, so everything before it
     // has been placed (a lost ACK is covered by the next one).
+    uint64_t timed = 0;  // when the newest request this ACK answers was sent, if only once
     for (TxEntry& e : vi->pending)
-        if (e.kind == TxEntry::kAcked && !e.done && static_cast<int32_t>(e.seq - h.seq) < 0) e.done = true;
+        if (e.kind == TxEntry::kAcked && !e.done && static_cast<int32_t>(e.seq - h.seq) < 0) {
+            e.done = true;
+            timed = e.resent ? 0 : e.sent_ns;
+        }
     retire(*vi);
     if (!vi->rel_proto) return;
+    if (timed) rtt_sample(*vi, now_ns() - timed);
     // Progress restarts the timers; an ACK beyond what we sent is forged and ignored.
     if (static_cast<int32_t>(h.seq - vi->snd_acked) > 0 && static_cast<int32_t>(h.seq - vi->tx_seq) <= 0) {
         vi->snd_acked = h.seq;

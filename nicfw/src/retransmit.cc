@@ -6,9 +6,9 @@
 // The receiver takes exactly the next sequence number. Once kGapFramesBeforeNak frames
 // beyond it have arrived (one reordered frame is not a loss), it sends an ACK flagged
 // NICFW_FF_GAP and the sender resends from there at once, at most once per RTO for the
-// same request. Otherwise the retransmit timer resends from the oldest unanswered
-// request, doubling up to kRtoMaxNs; no progress for the VI's retry timeout loses the
-// connection. docs/reliability.md has the whole protocol.
+// same request. Otherwise the retransmit timer (measured from ACK round trips) resends
+// from the oldest unanswered request, doubling up to kRtoMaxNs; no progress for the VI's
+// retry timeout loses the connection. docs/reliability.md has the whole protocol.
 #include <algorithm>
 
 #include "nicfw/engine.h"
@@ -24,10 +24,28 @@ int Engine::set_retry_timeout(Vi* vi, uint64_t ms) {
     return 0;
 }
 
+// The retransmit timeout from the round trip estimate (RFC 6298's srtt + 4 rttvar),
+// floored so a process that loses its core for a moment is not taken for a loss.
+static uint64_t base_rto(const Vi& vi) {
+    if (vi.srtt_ns == 0) return kRtoInitialNs;
+    return std::clamp(vi.srtt_ns + 4 * vi.rttvar_ns, kRtoMinNs, kRtoMaxNs);
+}
+
+void Engine::rtt_sample(Vi& vi, uint64_t rtt) {
+    if (vi.srtt_ns == 0) {
+        vi.srtt_ns = rtt;
+        vi.rttvar_ns = rtt / 2;
+        return;
+    }
+    uint64_t dev = rtt > vi.srtt_ns ? rtt - vi.srtt_ns : vi.srtt_ns - rtt;
+    vi.rttvar_ns = (3 * vi.rttvar_ns + dev) / 4;
+    vi.srtt_ns = (7 * vi.srtt_ns + rtt) / 8;
+}
+
 // Starts (or restarts) both timers of vi: requests are in flight and answers came.
 void Engine::arm_rtx(Vi& vi) {
     uint64_t now = now_ns();
-    vi.rto_ns = kRtoInitialNs;
+    vi.rto_ns = base_rto(vi);
     vi.rto_at = now + vi.rto_ns;
     vi.give_up_at = now + vi.retry_ns;
     if (!vi.rtx_listed) {

@@ -23,8 +23,8 @@ bench="$build/tools/bench/vipl_bench"
 for f in "$run" "$bench"; do [[ -x $f ]] || { echo "reliability.sh: $f not built" >&2; exit 2; }; done
 csv="$build/reliability-results.csv"
 echo "kind,label,bytes,median_us,p99_us,MBps,msgs_per_s" > "$csv"
-iters=50000; rounds=3
-((quick)) && { iters=10000; rounds=1; }
+iters=50000; rounds=5
+((quick)) && { iters=10000; rounds=2; }
 lossless="" lossy="drop=0,seed=7" loss1="drop=0.01,seed=7"
 
 once() {  # label faults level only size
@@ -33,8 +33,10 @@ once() {  # label faults level only size
     echo "reliability.sh: run $1 failed" >&2
 }
 
+levels=(U RD RR)
 for ((r = 0; r < rounds; r++)); do
-  for lvl in U RD RR; do
+  for ((k = 0; k < 3; k++)); do
+    lvl=${levels[(r + k) % 3]}  # each round starts with another level: no column always goes first
     once "lossless-$lvl" "$lossless" $lvl lat 8
     once "lossless-$lvl" "$lossless" $lvl bw 4096
     once "lossy-$lvl" "$lossy" $lvl lat 8

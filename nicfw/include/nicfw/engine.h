@@ -176,6 +176,8 @@ struct TxEntry {
     uint32_t len = 0;
     uint32_t op = 0;      // VIP_STATUS_OP_*
     uint32_t seq = 0;     // the request's sequence number (READ_RESP frames carry it)
+    bool resent = false;  // rel_proto: sent more than once (its ACK times nothing: Karn)
+    uint64_t sent_ns = 0; // rel_proto: when it was first sent
     uint32_t got = 0;     // kRead: bytes placed so far
     std::vector<Seg> segs;  // kRead: where the data goes (checked at post)
 };
@@ -240,6 +242,7 @@ struct Vi {
     uint32_t gap_seq = 0;                // the last go-back a GAP ACK asked for, and when
     uint64_t gap_ns = 0;
     uint64_t rto_ns = 0, rto_at = 0;     // retransmit timer (rto_at 0: off)
+    uint64_t srtt_ns = 0, rttvar_ns = 0; // round trip estimate from ACKs (0: no sample yet)
     uint64_t give_up_at = 0;             // no progress until then: the connection is lost
     uint64_t retry_ns = 0;               // the VI's retry timeout
     bool rtx_listed = false;
@@ -287,7 +290,8 @@ struct EngineConfig {
 
 // Retransmission parameters (docs/reliability.md).
 constexpr uint32_t kTxWindow = 32;              // requests in flight per reliable VI
-constexpr uint64_t kRtoInitialNs = 2000000;     // first retransmit timeout
+constexpr uint64_t kRtoInitialNs = 2000000;     // retransmit timeout before any RTT sample
+constexpr uint64_t kRtoMinNs = 200000;          // floor of the measured one (srtt + 4 rttvar)
 constexpr uint64_t kRtoMaxNs = 64000000;        // it doubles per retry up to this
 constexpr uint32_t kGapFramesBeforeNak = 2;     // out-of-order frames before a GAP ACK
 constexpr uint64_t kMaxRetryTimeoutMs = 3600000;
@@ -443,6 +447,7 @@ private:
     void go_back(Vi& vi, uint32_t seq);
     void on_gap(Vi& vi, uint32_t seq);
     void tx_progress(Vi& vi);
+    void rtt_sample(Vi& vi, uint64_t rtt);
     void arm_rtx(Vi& vi);
     bool rtx_timers(uint64_t now);
     void give_up(Vi& vi);

@@ -190,8 +190,9 @@ void Engine::finish_send(Vi& vi) {
     vi.tx_seq++;
     vi.sq.pop();
     if (vi.rel_proto) e.sent_ns = now_ns();
+    const uint64_t sent = e.sent_ns;
     vi.pending.push_back(std::move(e));
-    if (vi.rel_proto && vi.rto_at == 0) arm_rtx(vi);
+    if (vi.rel_proto && vi.rto_at == 0) arm_rtx(vi, sent);
     retire(vi);
 }
 
@@ -298,6 +299,12 @@ bool Engine::flush_acks() {
     for (size_t i = 0; i < ack_owed_.size();) {
         Vi* vi = ack_owed_[i];
         bool done = vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED || vi->acks_owed == 0;
+        // With retransmission on, an ACK first waits one step for a data frame to carry
+        // it (a reply usually follows a request); a GAP ACK goes at once.
+        if (!done && vi->rel_proto && !vi->ack_gap && vi->ack_step == step_count_) {
+            i++;
+            continue;
+        }
         if (!done) {
             nicfw_frame_hdr* a;
             if (frame_reserve(vi->peer, 0, &a)) {
@@ -395,8 +402,14 @@ bool Engine::emit_frames(Vi& vi) {
     // Frames: at least one (a zero-length send still carries immediate data).
     do {
         uint32_t frag = std::min(vi.tx_len - vi.tx_off, mtu_ - ext);
+        // The last fragment carries the ACK this VI owes its peer, if there is room
+        // (a GAP ACK goes on its own): one frame less per request/reply exchange.
+        const bool last = vi.tx_off + frag == vi.tx_len;
+        const bool piggy = vi.rel_proto && last && vi.acks_owed && !vi.ack_gap &&
+                           sizeof(nicfw_frame_hdr) + ext + frag + sizeof(uint32_t) <= tr_->max_frame();
+        const uint32_t tail = piggy ? static_cast<uint32_t>(sizeof(uint32_t)) : 0;
         nicfw_frame_hdr* h;
-        uint8_t* p = frame_reserve(vi.peer, ext + frag, &h);
+        uint8_t* p = frame_reserve(vi.peer, ext + frag + tail, &h);
         if (!p) return false;
         if (rdma) {
             memcpy(p, &x, sizeof x);
@@ -421,7 +434,12 @@ bool Engine::emit_frames(Vi& vi) {
         h->version = NICFW_ABI_VERSION;
         h->flags = (control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0;
         if (control & VIP_EXT_CONTROL_REPLY) h->flags |= NICFW_FF_REPLY;
-        if (vi.tx_off + frag == vi.tx_len) h->flags |= NICFW_FF_LAST;
+        if (last) h->flags |= NICFW_FF_LAST;
+        if (piggy) {
+            h->flags |= NICFW_FF_ACKED;
+            memcpy(p + frag, &vi.rx_seq, sizeof(uint32_t));
+            vi.acks_owed = 0;  // flush_acks drops the VI from its list
+        }
         h->reserved = 0;
         h->dst_vi = vi.remote_vi;
         h->src_vi = vi.id;
@@ -430,7 +448,7 @@ bool Engine::emit_frames(Vi& vi) {
         h->frag_len = frag;
         h->imm = d->CS.ImmediateData;
         h->seq = vi.tx_cur_seq;
-        frame_commit(vi.peer, h, ext + frag);
+        frame_commit(vi.peer, h, ext + frag + tail);
         count_tx(vi, frag);
         vi.tx_off += frag;
     } while (vi.tx_off < vi.tx_len);

@@ -265,6 +265,18 @@ void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
     vi.st->c.rx_bytes += h.frag_len;
     nicfw_rdma_ext x{};
     if (write) memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
+    // A piggybacked acknowledgement follows the payload; it counts whatever the fragment's fate.
+    if ((h.flags & NICFW_FF_ACKED) && vi.rel_proto) {
+        size_t at = sizeof(nicfw_frame_hdr) + ext + h.frag_len;
+        if (f.len < at + sizeof(uint32_t)) {
+            status_->nic.drops++;
+            return;
+        }
+        uint32_t ack;
+        memcpy(&ack, f.data + at, sizeof ack);
+        apply_ack(vi, ack, false);
+        if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;
+    }
     if (vi.rel_proto) {
         // Retransmission on: exactly the next request, fragments in order; anything else
         // is dropped and reported (out_of_order). A request's first fragment while it is
@@ -424,7 +436,7 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
         it->done = true;
         vi->reads_out--;
         retire(*vi);
-        if (vi->rel_proto) tx_progress(*vi);
+        if (vi->rel_proto) tx_progress(*vi, now_ns());
     }
 }
 
@@ -435,23 +447,29 @@ void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
         status_->nic.drops++;
         return;
     }
+    apply_ack(*vi, h.seq, (h.flags & NICFW_FF_GAP) != 0);
+}
+
+// An acknowledgement, in an ACK frame or carried by a data frame (NICFW_FF_ACKED).
+void Engine::apply_ack(Vi& vi, uint32_t seq, bool gap) {
     // Cumulative: seq is the next message the target expects, so everything before it
     // has been placed (a lost ACK is covered by the next one).
     uint64_t timed = 0;  // when the newest request this ACK answers was sent, if only once
-    for (TxEntry& e : vi->pending)
-        if (e.kind == TxEntry::kAcked && !e.done && static_cast<int32_t>(e.seq - h.seq) < 0) {
+    for (TxEntry& e : vi.pending)
+        if (e.kind == TxEntry::kAcked && !e.done && static_cast<int32_t>(e.seq - seq) < 0) {
             e.done = true;
             timed = e.resent ? 0 : e.sent_ns;
         }
-    retire(*vi);
-    if (!vi->rel_proto) return;
-    if (timed) rtt_sample(*vi, now_ns() - timed);
+    retire(vi);
+    if (!vi.rel_proto) return;
     // Progress restarts the timers; an ACK beyond what we sent is forged and ignored.
-    if (static_cast<int32_t>(h.seq - vi->snd_acked) > 0 && static_cast<int32_t>(h.seq - vi->tx_seq) <= 0) {
-        vi->snd_acked = h.seq;
-        tx_progress(*vi);
+    if (static_cast<int32_t>(seq - vi.snd_acked) > 0 && static_cast<int32_t>(seq - vi.tx_seq) <= 0) {
+        const uint64_t now = now_ns();  // one clock read per ACK that moves
+        if (timed) rtt_sample(vi, now - timed);
+        vi.snd_acked = seq;
+        tx_progress(vi, now);
     }
-    if ((h.flags & NICFW_FF_GAP) && static_cast<int32_t>(h.seq - vi->tx_seq) < 0) on_gap(*vi, h.seq);
+    if (gap && static_cast<int32_t>(seq - vi.tx_seq) < 0) on_gap(vi, seq);
 }
 
 // NAK: the request with sequence number seq failed at the target with imm's status.

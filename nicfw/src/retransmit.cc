@@ -43,8 +43,7 @@ void Engine::rtt_sample(Vi& vi, uint64_t rtt) {
 }
 
 // Starts (or restarts) both timers of vi: requests are in flight and answers came.
-void Engine::arm_rtx(Vi& vi) {
-    uint64_t now = now_ns();
+void Engine::arm_rtx(Vi& vi, uint64_t now) {
     vi.rto_ns = base_rto(vi);
     vi.rto_at = now + vi.rto_ns;
     vi.give_up_at = now + vi.retry_ns;
@@ -55,11 +54,11 @@ void Engine::arm_rtx(Vi& vi) {
 }
 
 // A request was answered (acknowledged, or its read data arrived in full).
-void Engine::tx_progress(Vi& vi) {
+void Engine::tx_progress(Vi& vi, uint64_t now) {
     if (vi.pending.empty())
         vi.rto_at = 0;  // nothing in flight: the timers stop (rtx_timers drops the listing)
     else
-        arm_rtx(vi);
+        arm_rtx(vi, now);
 }
 
 // Go-back-N: every unanswered request from seq on goes again, in order. A new request

@@ -84,6 +84,7 @@ enum nicfw_frame_type {
 #define NICFW_FF_LAST 0x02      /* DATA: last fragment of the message */
 #define NICFW_FF_REPLY 0x04     /* DATA, RDMA_WRITE: message class reply (steering) */
 #define NICFW_FF_GAP 0x08       /* ACK: frames after seq arrived but seq did not: resend from seq */
+#define NICFW_FF_ACKED 0x10     /* DATA, RDMA_WRITE: a piggybacked ACK (uint32 seq) follows the payload */
 
 typedef struct {
     uint8_t type;     /* enum nicfw_frame_type */

@@ -262,6 +262,7 @@ struct Vi {
     bool ack_listed = false;
     uint32_t rx_gap_frames = 0;  // rel_proto: frames beyond rx_seq since it last advanced
     bool ack_gap = false;        // the ACK owed asks for a resend (NICFW_FF_GAP)
+    uint32_t ack_step = 0;       // the engine step in which the ACK owed became due
 
     // A new connection counts requests from 0 and has nothing in flight.
     void reset_sequence() {
@@ -430,6 +431,7 @@ private:
     bool flush_acks();
     // An ACK goes to vi's peer at the end of this step (one frame for a burst).
     void owe_ack(Vi& vi) {
+        if (vi.acks_owed == 0) vi.ack_step = step_count_;
         vi.acks_owed++;
         if (!vi.ack_listed) {
             vi.ack_listed = true;
@@ -446,9 +448,9 @@ private:
     // retransmission
     void go_back(Vi& vi, uint32_t seq);
     void on_gap(Vi& vi, uint32_t seq);
-    void tx_progress(Vi& vi);
+    void tx_progress(Vi& vi, uint64_t now);
     void rtt_sample(Vi& vi, uint64_t rtt);
-    void arm_rtx(Vi& vi);
+    void arm_rtx(Vi& vi, uint64_t now);
     bool rtx_timers(uint64_t now);
     void give_up(Vi& vi);
     void owe_gap_ack(Vi& vi);
@@ -457,6 +459,7 @@ private:
     void handle_frame(const RxFrame& f);
     void on_data(const RxFrame& f, const nicfw_frame_hdr& h);
     void on_ack(const RxFrame& f, const nicfw_frame_hdr& h);
+    void apply_ack(Vi& vi, uint32_t seq, bool gap);
     void on_read_req(const RxFrame& f, const nicfw_frame_hdr& h);
     void on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h);
     void on_nak(const RxFrame& f, const nicfw_frame_hdr& h);

@@ -2,7 +2,8 @@
 # softvia quick start: install what is needed from Debian, build, and run.
 #   tools/quickstart.sh bench   build (release) and run the two-process VIPL benchmark,
 #                               beside ucx_perftest on the same machine
-#   tools/quickstart.sh test    build release and ASan+UBSan, run the whole test suite in both
+#   tools/quickstart.sh test    build release and ASan+UBSan, run the whole test suite in both,
+#                               then fuzz the firmware's frame parser (libFuzzer) for 2 minutes
 # Needs root (or sudo) only for apt-get; everything else runs as the calling user.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,7 @@ case "$what" in bench|test) ;; *) echo "usage: $0 bench|test" >&2; exit 2 ;; esa
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
           libbenchmark-dev iproute2 procps)
 [[ $what == bench ]] && packages+=(ucx-utils)
+[[ $what == test ]] && packages+=(clang libclang-rt-14-dev)  # libFuzzer
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -38,4 +40,17 @@ for preset in release asan; do
   # -j2: two tests at a time; multi-process tests hold the "cpus" lock and run alone.
   ctest --preset "$preset" -j2 || status=1
 done
+# A bounded libFuzzer run of the frame parser (tests/fuzz), against a lossless engine and
+# against one whose reliable VIs retransmit; any crash or invariant violation fails.
+fuzz() {  # label, then environment assignments
+  local label=$1 log=build/fuzz-$1.log; shift
+  echo "== fuzz: frame parser, $label engine, 60 s"
+  if env "$@" tests/fuzz/run-fuzz.sh 60 >"$log" 2>&1; then
+    grep -E "^Done|stat::number_of_executed_units" "$log" | head -2
+  else
+    tail -40 "$log"; status=1
+  fi
+}
+fuzz lossless FRAME_FUZZER_LOSSY=0
+fuzz lossy FRAME_FUZZER_LOSSY=1
 exit $status

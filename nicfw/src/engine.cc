@@ -347,7 +347,7 @@ bool Engine::step_locked() {
     // set-up, liveness, connection timers) about every 1 ms.
     if ((++step_count_ & 63) == 0 || !did) {
         uint64_t now = now_ns();
-        if (!rtx_timed_.empty()) did |= rtx_timers(now);
+        if (!rtx_timed_.empty()) did |= rtx_timers();
         if (now - last_slow_ns_ >= 1000000) {
             last_slow_ns_ = now;
             slow_path(now);

@@ -189,7 +189,7 @@ void Engine::finish_send(Vi& vi) {
     e.done = e.kind == TxEntry::kLocal;
     vi.tx_seq++;
     vi.sq.pop();
-    if (vi.rel_proto) e.sent_ns = now_ns();
+    if (vi.rel_proto) e.sent_ns = rtx_clock();
     const uint64_t sent = e.sent_ns;
     vi.pending.push_back(std::move(e));
     if (vi.rel_proto && vi.rto_at == 0) arm_rtx(vi, sent);

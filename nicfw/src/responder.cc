@@ -436,7 +436,7 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
         it->done = true;
         vi->reads_out--;
         retire(*vi);
-        if (vi->rel_proto) tx_progress(*vi, now_ns());
+        if (vi->rel_proto) tx_progress(*vi, rtx_clock());
     }
 }
 
@@ -464,7 +464,7 @@ void Engine::apply_ack(Vi& vi, uint32_t seq, bool gap) {
     if (!vi.rel_proto) return;
     // Progress restarts the timers; an ACK beyond what we sent is forged and ignored.
     if (static_cast<int32_t>(seq - vi.snd_acked) > 0 && static_cast<int32_t>(seq - vi.tx_seq) <= 0) {
-        const uint64_t now = now_ns();  // one clock read per ACK that moves
+        const uint64_t now = rtx_clock();  // one clock read per ACK that moves
         if (timed) rtt_sample(vi, now - timed);
         vi.snd_acked = seq;
         tx_progress(vi, now);

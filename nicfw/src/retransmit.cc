@@ -10,10 +10,43 @@
 // from the oldest unanswered request, doubling up to kRtoMaxNs; no progress for the VI's
 // retry timeout loses the connection. docs/reliability.md has the whole protocol.
 #include <algorithm>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
 
 #include "nicfw/engine.h"
 
 namespace softvia::nicfw {
+
+// Every request of a reliable VI on a lossy wire is timestamped when sent and when
+// acknowledged, two clock reads per message on the latency path: read the TSC (invariant
+// TSCs only, CPUID 0x80000007 EDX bit 8) and scale it, once it has been calibrated
+// against CLOCK_MONOTONIC over 10 ms; until then, and without such a TSC, now_ns().
+uint64_t Engine::rtx_clock() {
+#if defined(__x86_64__)
+    if (tsc_calibrated_) {
+        uint64_t ticks = __rdtsc() - tsc0_;
+        return tsc_ns0_ + static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick_);
+    }
+    uint64_t now = now_ns();
+    if (tsc0_ == 0) {
+        unsigned a, b, c, d;
+        tsc_usable_ = __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
+        tsc0_ = __rdtsc();
+        tsc_ns0_ = now;
+    } else if (tsc_usable_ && now - tsc_ns0_ >= 10000000) {
+        uint64_t ticks = __rdtsc() - tsc0_;
+        if (ticks > 0) {
+            ns_per_tick_ = static_cast<double>(now - tsc_ns0_) / static_cast<double>(ticks);
+            tsc_calibrated_ = true;
+        }
+    }
+    return now;
+#else
+    return now_ns();
+#endif
+}
 
 int Engine::set_retry_timeout(Vi* vi, uint64_t ms) {
     if (ms == 0 || ms > kMaxRetryTimeoutMs) return -EINVAL;
@@ -74,7 +107,7 @@ void Engine::go_back(Vi& vi, uint32_t seq) {
 
 // The peer reported a hole at seq (GAP ACK), or a read's answer skipped a fragment.
 void Engine::on_gap(Vi& vi, uint32_t seq) {
-    uint64_t now = now_ns();
+    uint64_t now = rtx_clock();
     // The frames already on the wire behind the hole report it too: go back once.
     if (seq == vi.gap_seq && now - vi.gap_ns < vi.rto_ns) return;
     vi.gap_seq = seq;
@@ -94,8 +127,9 @@ void Engine::give_up(Vi& vi) {
     flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
 }
 
-bool Engine::rtx_timers(uint64_t now) {
+bool Engine::rtx_timers() {
     bool did = false;
+    const uint64_t now = rtx_clock();  // the timers' own clock (their deadlines come from it)
     for (size_t i = 0; i < rtx_timed_.size();) {
         Vi* vi = rtx_timed_[i];
         bool drop = vi->rto_at == 0 || vi->pending.empty() ||

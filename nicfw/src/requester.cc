@@ -299,9 +299,13 @@ bool Engine::flush_acks() {
     for (size_t i = 0; i < ack_owed_.size();) {
         Vi* vi = ack_owed_[i];
         bool done = vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED || vi->acks_owed == 0;
-        // With retransmission on, an ACK first waits one step for a data frame to carry
-        // it (a reply usually follows a request); a GAP ACK goes at once.
-        if (!done && vi->rel_proto && !vi->ack_gap && vi->ack_step == step_count_) {
+        // With retransmission on and a firmware thread, an ACK first waits one step for a
+        // data frame to carry it (a reply usually follows a request); a GAP ACK goes at
+        // once. Inline progress does not wait: the next step comes only with the
+        // application's next call, and a program that makes none after its last receive
+        // would leave its peer retransmitting into silence.
+        if (!done && vi->rel_proto && !vi->ack_gap && cfg_.progress == Progress::kThread &&
+            vi->ack_step == step_count_) {
             i++;
             continue;
         }

@@ -465,7 +465,7 @@ void Engine::apply_ack(Vi& vi, uint32_t seq, bool gap) {
     // Progress restarts the timers; an ACK beyond what we sent is forged and ignored.
     if (static_cast<int32_t>(seq - vi.snd_acked) > 0 && static_cast<int32_t>(seq - vi.tx_seq) <= 0) {
         const uint64_t now = rtx_clock();  // one clock read per ACK that moves
-        if (timed) rtt_sample(vi, now - timed);
+        if (timed && now > timed) rtt_sample(vi, now - timed);
         vi.snd_acked = seq;
         tx_progress(vi, now);
     }

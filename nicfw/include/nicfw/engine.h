@@ -271,6 +271,7 @@ struct Vi {
         tx_resend = false;
         gap_seq = UINT32_MAX;
         rto_at = 0;
+        srtt_ns = rttvar_ns = 0;  // a new peer, perhaps on another path: measure again
         rx_gap_frames = 0;
         ack_gap = false;
     }

@@ -55,9 +55,13 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     vi.st->state = new_state;
     vi.op = ConnOp::kNone;
     if (old == VIP_STATE_CONNECT_PENDING) vi.conn_result.store(VIP_ERROR_RESOURCE, std::memory_order_release);
-    // In post order: what finished keeps its status, the rest is flushed.
+    // In post order: the finished ones before the first unfinished one keep their status;
+    // from there on everything is flushed, also a send already on the wire, since it may
+    // not complete successfully after an earlier descriptor failed.
+    bool cut = false;
     for (TxEntry& e : vi.pending) {
-        if (!e.done) e.status = VIP_STATUS_DESC_FLUSHED_ERROR;
+        cut |= !e.done;
+        if (cut) e.status = VIP_STATUS_DESC_FLUSHED_ERROR;
         e.done = true;
     }
     retire(vi);

@@ -115,6 +115,7 @@ static void reliable_stream(VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_MEM_HANDLE
             credits--;
         }
         while (acked < total) send_ok(vi, acked++);
+        sv_boot_put("sender-sends-done", "1", 1);
         for (;;) { /* credits still on their way, then the receiver's "all arrived" */
             VIP_RETURN r = VipRecvWait(vi, WAIT_MS, &d);
             if (r != VIP_SUCCESS) DIE("waiting for the end mark: %s", VipExtReturnString(r));
@@ -162,6 +163,15 @@ static void reliable_stream(VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_MEM_HANDLE
         }
         while (ndone < nsent) send_ok(vi, ndone++);
         sv_boot_put("receiver-sends-done", "1", 1);
+        /* The same for the sender's last sends: our ACK of its last message may have been
+         * lost, and only our stepping NIC can answer its resend. */
+        for (;;) {
+            char v;
+            size_t vl;
+            if (sv_boot_get("sender-sends-done", &v, 1, &vl, 0) == 0) break;
+            uint64_t t = now_us();
+            while (now_us() - t < 10000) VipExtProgress(nic);
+        }
         CK(VipExtQueryFaultCounters(nic, &fc));
         printf("received all %u exactly once, in order, intact; bad checksums dropped: %llu\n", total,
                (unsigned long long)fc.BadChecksum);

@@ -205,7 +205,7 @@ int Engine::create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out) 
     if (++vi_gen_[idx] == 0) vi_gen_[idx] = 1;
     vi->id = NICFW_VI_MAKE(idx, vi_gen_[idx]);
     vi->attrs = a;
-    vi->rel_proto = a.reliability != VIP_SERVICE_UNRELIABLE && tr_->lossy();
+    vi->rel_proto = runs_rel_proto(a);
     vi->retry_ns = cfg_.retry_timeout_ms * 1000000ull;
     vi->scq = scq;
     vi->rcq = rcq;
@@ -248,7 +248,7 @@ int Engine::set_vi_attrs(Vi* vi, const ViAttrs& a) {
     if (!has_ptag(a.ptag)) return -EPERM;
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
     vi->attrs = a;
-    vi->rel_proto = a.reliability != VIP_SERVICE_UNRELIABLE && tr_->lossy();
+    vi->rel_proto = runs_rel_proto(a);
     vi->st->reliability = a.reliability;
     return 0;
 }
@@ -319,9 +319,8 @@ bool Engine::service_doorbells() {
                 complete(*vi, false, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(w.desc), 0);
             } else if (!vi->sq.push(w)) {
                 complete(*vi, false, w.desc, VIP_STATUS_FORMAT_ERROR, 0);
-            } else if (!vi->tx_listed) {
-                vi->tx_listed = true;
-                tx_active_.push_back(vi);
+            } else {
+                list_tx(*vi);
             }
         }
     }

@@ -150,9 +150,8 @@ void Engine::refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why) {
     vi.refuse_why = why;
     if (vi.serve.empty()) {
         finish_refusal(vi);
-    } else if (!vi.tx_listed) {  // reads accepted earlier go out first (transmit())
-        vi.tx_listed = true;
-        tx_active_.push_back(&vi);
+    } else {
+        list_tx(vi);  // reads accepted earlier go out first (transmit())
     }
 }
 
@@ -224,8 +223,9 @@ void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last
     if (vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION || vi.rel_proto) owe_ack(vi);
 }
 
-// rel_proto: forgets the message in progress (it lost a fragment, or starts again); the
-// sender resends it whole, and its receive descriptor (still at the queue head) takes it.
+// Forgets the message in progress; its receive descriptor stays at the queue head. With
+// retransmission (rel_proto) the sender resends the message whole and that descriptor
+// takes it; unreliable, the next message does.
 static void restart_receive(Vi& vi) {
     vi.rx_busy = false;
     vi.rx_has_desc = false;
@@ -353,10 +353,8 @@ void Engine::abandon_receive(Vi& vi) {
         return;
     }
     if (vi.attrs.reliability == VIP_SERVICE_UNRELIABLE) {
-        vi.rx_busy = false;
-        vi.rx_has_desc = false;
-        vi.rx_write = false;
-        vi.rx_seq = vi.rx_msg_seq + 1;
+        restart_receive(vi);
+        vi.rx_seq = vi.rx_msg_seq + 1;  // lost for good: the next message may take its place
         return;
     }
     finish_receive(vi, VIP_STATUS_PARTIAL_ERROR, nullptr);

@@ -43,6 +43,18 @@ static VIP_DESCRIPTOR *post_send(VIP_VI_HANDLE a, VIP_DESCRIPTOR *sd, char *buf,
     return sd;
 }
 
+/* Ends a phase: both VIs disconnected, their flushed descriptors taken back, both
+ * destroyed, the phase's arena space returned. */
+static void unpair(VIP_VI_HANDLE a, VIP_VI_HANDLE b, size_t mark) {
+    CHECK(VipDisconnect(a));
+    CHECK(VipDisconnect(b));
+    th_drain(a, 1000);
+    th_drain(b, 1000);
+    CHECK(VipDestroyVi(a));
+    CHECK(VipDestroyVi(b));
+    E.used = mark;
+}
+
 static void unreliable_lossy(void) {
     th_phase("unreliable, drop=0.15");
     enum { N = 300 };
@@ -101,13 +113,7 @@ static void unreliable_lossy(void) {
     EXPECT(next > 0 && next < N, "%d of %d messages arrived", next, N);
     EXPECT(th_state(a) == VIP_STATE_CONNECTED && th_state(b) == VIP_STATE_CONNECTED, "states %s / %s",
            th_state_name(th_state(a)), th_state_name(th_state(b)));
-    CHECK(VipDisconnect(a));
-    CHECK(VipDisconnect(b));
-    th_drain(a, 500);
-    th_drain(b, 500);
-    CHECK(VipDestroyVi(a));
-    CHECK(VipDestroyVi(b));
-    E.used = mark;
+    unpair(a, b, mark);
 }
 
 /* Takes the next send completion of a, which must be want, successful. */
@@ -159,13 +165,7 @@ static void reliable_message_resent(VIP_RELIABILITY_LEVEL rel) {
     EXPECT(c1.Retransmits > c0.Retransmits, "%s: no retransmission counted", ph);
     EXPECT(th_state(a) == VIP_STATE_CONNECTED && th_state(b) == VIP_STATE_CONNECTED, "%s: states %s / %s", ph,
            th_state_name(th_state(a)), th_state_name(th_state(b)));
-    CHECK(VipDisconnect(a));
-    CHECK(VipDisconnect(b));
-    th_drain(a, 1000);
-    th_drain(b, 1000);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
-    E.used = mark;
+    unpair(a, b, mark);
 }
 
 /* Messages of three frames, up to W in flight, then RDMA writes and reads of three frames,
@@ -244,14 +244,8 @@ static void reliable_lossy(VIP_RELIABILITY_LEVEL rel) {
     EXPECT(f1.Dropped > f0.Dropped && c1.Retransmits > c0.Retransmits, "nothing was dropped or resent");
     EXPECT(th_state(a) == VIP_STATE_CONNECTED && th_state(b) == VIP_STATE_CONNECTED, "states %s / %s",
            th_state_name(th_state(a)), th_state_name(th_state(b)));
-    CHECK(VipDisconnect(a));
-    CHECK(VipDisconnect(b));
-    th_drain(a, 1000);
-    th_drain(b, 1000);
+    unpair(a, b, mark);
     th_region_free(&reg);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
-    E.used = mark;
 }
 
 static VIP_VI_HANDLE lost_vi;
@@ -302,13 +296,7 @@ static void peer_stops_answering(VIP_RELIABILITY_LEVEL rel) {
     EXPECT(lost_calls == 1, "%s: %d VIP_ERROR_CONN_LOST calls for the VI, want 1", ph, lost_calls);
     CHECK(VipExtSetFaults(E.nic, "drop=0"));
     CHECK(VipErrorCallback(E.nic, NULL, NULL));
-    VipDisconnect(a);
-    VipDisconnect(b);
-    th_drain(a, 1000);
-    th_drain(b, 1000);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
-    E.used = mark;
+    unpair(a, b, mark);
 }
 
 int main(void) {

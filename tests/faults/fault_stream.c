@@ -89,6 +89,19 @@ static void send_ok(VIP_VI_HANDLE vi, uint32_t what) {
     if (d->CS.Status & VIP_STATUS_ERROR_MASK) DIE("send %u: status 0x%x", what, d->CS.Status);
 }
 
+/* Inline progress: our NIC runs only inside our calls. The peer's last sends complete
+ * when we acknowledge them, and our ACK may be lost and need sending again, so keep
+ * stepping until the peer has put key (its sends are done). */
+static void step_until_key(VIP_NIC_HANDLE nic, const char *key) {
+    for (;;) {
+        char v;
+        size_t vl;
+        if (sv_boot_get(key, &v, 1, &vl, 0) == 0) return;
+        uint64_t t = now_us();
+        while (now_us() - t < 10000) VipExtProgress(nic);
+    }
+}
+
 /* Reliable levels: slots [0, RING) send and [RING, 2 RING) receive on both sides. */
 static void reliable_stream(VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_MEM_HANDLE mh, VIP_DESCRIPTOR **desc,
                             uint8_t **buf, uint32_t total) {
@@ -123,16 +136,7 @@ static void reliable_stream(VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_MEM_HANDLE
             set_desc(d, mh, d->DS[0].Local.Data.Address, MAXMSG);
             CK(VipPostRecv(vi, d, mh));
         }
-        /* Inline progress: our NIC runs only inside our calls. The receiver's last sends
-         * complete when we acknowledge them, and our ACK may be lost and need asking for
-         * again, so keep stepping until the receiver says its sends are done. */
-        for (;;) {
-            char v;
-            size_t vl;
-            if (sv_boot_get("receiver-sends-done", &v, 1, &vl, 0) == 0) break;
-            uint64_t t = now_us();
-            while (now_us() - t < 10000) VipExtProgress(nic);
-        }
+        step_until_key(nic, "receiver-sends-done");
         CK(VipExtQueryFaultCounters(nic, &fc));
         VIP_EXT_COUNTERS vc;
         CK(VipExtQueryViCounters(vi, &vc));
@@ -163,15 +167,7 @@ static void reliable_stream(VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_MEM_HANDLE
         }
         while (ndone < nsent) send_ok(vi, ndone++);
         sv_boot_put("receiver-sends-done", "1", 1);
-        /* The same for the sender's last sends: our ACK of its last message may have been
-         * lost, and only our stepping NIC can answer its resend. */
-        for (;;) {
-            char v;
-            size_t vl;
-            if (sv_boot_get("sender-sends-done", &v, 1, &vl, 0) == 0) break;
-            uint64_t t = now_us();
-            while (now_us() - t < 10000) VipExtProgress(nic);
-        }
+        step_until_key(nic, "sender-sends-done");
         CK(VipExtQueryFaultCounters(nic, &fc));
         printf("received all %u exactly once, in order, intact; bad checksums dropped: %llu\n", total,
                (unsigned long long)fc.BadChecksum);

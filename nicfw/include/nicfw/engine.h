@@ -447,6 +447,8 @@ private:
     }
 
     // retransmission
+    // Reliable VIs retransmit on a wire that can lose frames (docs/reliability.md).
+    bool runs_rel_proto(const ViAttrs& a) const { return a.reliability != VIP_SERVICE_UNRELIABLE && tr_->lossy(); }
     uint64_t rtx_clock();  // nanoseconds, cheap: the per-request timestamps use it
     void go_back(Vi& vi, uint32_t seq);
     void on_gap(Vi& vi, uint32_t seq);

@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "../transport/fault/fault_transport.h"
-#include "../transport/shm/shm_transport.h"
+#include "nicfw/device.h"
 
 namespace softvia::nicfw {
 
@@ -24,16 +24,22 @@ uint64_t now_ns() {
 }
 
 
-int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
+int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::string* why) {
+    std::string ignored;
+    if (!why) why = &ignored;
     std::unique_ptr<Engine> e(new Engine());
     e->cfg_ = cfg;
-    std::unique_ptr<ShmTransport> shm;
-    int rc = ShmTransport::create(&shm);
+    DeviceSpec dev;
+    int rc = parse_device_name(cfg.device, &dev, why);
     if (rc < 0) return rc;
-    e->tr_ = std::move(shm);
+    rc = create_transport(dev, &e->tr_, why);
+    if (rc < 0) return rc;
     if (!cfg.faults.empty()) {
         FaultSpec spec;
-        if (!parse_fault_spec(cfg.faults, &spec)) return -EINVAL;
+        if (!parse_fault_spec(cfg.faults, &spec)) {
+            *why = "bad fault spec '" + cfg.faults + "'";
+            return -EINVAL;
+        }
         auto ft = std::make_unique<FaultTransport>(std::move(e->tr_), spec);
         e->faults_ = ft.get();
         e->tr_ = std::move(ft);
@@ -77,12 +83,15 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out) {
 Engine::~Engine() {
     stop_.store(true, std::memory_order_relaxed);
     if (fw_.joinable()) fw_.join();
-    // Tell connected peers we are leaving so they fail their VIs at once.
-    for (auto& v : vis_)
-        if (v && v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
-            send_control(v->peer, NICFW_F_DISCONNECT, v->remote_vi, v->id, 0, nullptr);
-    flush_backlog();  // best effort: a peer that stopped reading learns from the liveness check
-    tr_.reset();
+    if (tr_) {  // a NIC whose creation failed may have no wire
+        // Tell connected peers we are leaving so they fail their VIs at once.
+        for (auto& v : vis_)
+            if (v && v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
+                send_control(v->peer, NICFW_F_DISCONNECT, v->remote_vi, v->id, 0, nullptr);
+        flush_backlog();  // best effort: a peer that stopped reading learns from the liveness check
+        tr_->tx_flush();
+        tr_.reset();
+    }
     if (status_) munmap(status_, status_len_);
     if (status_fd_ >= 0) close(status_fd_);
 }
@@ -342,6 +351,7 @@ bool Engine::step_locked() {
         did = true;
     }
     if (!ack_owed_.empty()) did |= flush_acks();
+    tr_->tx_flush();  // batching wires send what this step committed
     // Timers: retransmission (checked on these same steps), and the slow path (link
     // set-up, liveness, connection timers) about every 1 ms.
     if ((++step_count_ & 63) == 0 || !did) {

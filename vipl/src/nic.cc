@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "internal.h"
+#include "nicfw/device.h"
 #include "nicfw/faults.h"
 
 using namespace softvia;
@@ -39,22 +40,19 @@ bool parse_progress(const char* s, nicfw::Progress* p) {
     return true;
 }
 
-// Device names: "shm" or "shm:progress=inline|thread". Returns false for anything else.
+// Device names "kind[:key=value,...]" (nicfw/device.h): vipl reads progress= here, the
+// transport the rest when the NIC is created.
 bool parse_device(const std::string& name, nicfw::Progress* progress) {
-    std::string base = name.substr(0, name.find(':'));
-    if (base != "shm") return false;
-    if (name.size() == base.size()) return true;
-    std::string opts = name.substr(base.size() + 1);
-    size_t pos = 0;
-    while (pos <= opts.size()) {
-        size_t end = opts.find(',', pos);
-        if (end == std::string::npos) end = opts.size();
-        std::string kv = opts.substr(pos, end - pos);
-        size_t eq = kv.find('=');
-        if (eq == std::string::npos) return false;
-        std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
-        if (k != "progress" || !parse_progress(v.c_str(), progress)) return false;
-        pos = end + 1;
+    nicfw::DeviceSpec spec;
+    std::string why;
+    if (nicfw::parse_device_name(name, &spec, &why) < 0) {
+        fprintf(stderr, "softvia: device '%s': %s\n", name.c_str(), why.c_str());
+        return false;
+    }
+    const char* p = spec.get("progress");
+    if (p && !parse_progress(p, progress)) {
+        fprintf(stderr, "softvia: device '%s': progress must be inline or thread\n", name.c_str());
+        return false;
     }
     return true;
 }
@@ -97,10 +95,13 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
     if (!nic) return VIP_ERROR_RESOURCE;
     cfg.device = name;
     cfg.nic_user = nic;
-    int rc = nicfw::Engine::create(cfg, &nic->eng);
+    std::string why;
+    int rc = nicfw::Engine::create(cfg, &nic->eng, &why);
     if (rc < 0) {
         delete nic;
-        return VIP_ERROR_RESOURCE;
+        // A name or option that is wrong is the caller's; a device that cannot start is not.
+        fprintf(stderr, "softvia: cannot open NIC '%s': %s\n", name.c_str(), why.c_str());
+        return rc == -EINVAL || rc == -ENODEV ? VIP_INVALID_PARAMETER : VIP_ERROR_RESOURCE;
     }
     nic->device = name;
     size_t alen;

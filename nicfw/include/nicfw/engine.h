@@ -301,7 +301,8 @@ constexpr uint64_t kMaxRetryTimeoutMs = 3600000;
 class Engine {
 public:
     // Creates the NIC: transport, status page, and (progress=thread) the firmware thread.
-    static int create(const EngineConfig& cfg, std::unique_ptr<Engine>* out);
+    // Negative errno on failure, with the reason in words in *why when given.
+    static int create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::string* why = nullptr);
     ~Engine();
 
     Progress progress_mode() const { return cfg_.progress; }

@@ -51,6 +51,9 @@ public:
     // engine retries later; nothing is lost). Exactly one commit follows a reserve.
     virtual uint8_t* tx_reserve(int peer, uint32_t len) = 0;
     virtual void tx_commit(int peer, uint32_t len) = 0;
+    // Hands committed frames to the wire. Called once at the end of every engine step;
+    // a wire that batches (one system call for many frames) sends here, others need not.
+    virtual void tx_flush() {}
 
     // Up to max received frames, valid until rx_release().
     virtual int rx_burst(RxFrame* out, int max) = 0;

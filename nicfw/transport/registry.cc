@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "nicfw/device.h"
+#include "local/local_shortcut.h"
 #include "shm/shm_transport.h"
 
 namespace softvia::nicfw {
@@ -51,8 +52,8 @@ int parse_device_name(const std::string& name, DeviceSpec* out, std::string* why
 }
 
 namespace {
-// Options a transport must not see as unknown: the engine's and vipl's own.
-bool common_option(const std::string& k) { return k == "progress"; }
+// Options every kind takes (read by vipl and here); a transport skips them.
+bool common_option(const std::string& k) { return k == "progress" || k == "local"; }
 
 int create_shm(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
     for (const auto& kv : spec.opts) {
@@ -81,10 +82,31 @@ const Kind kKinds[] = {
 }  // namespace
 
 int create_transport(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
+    const Kind* kind = nullptr;
     for (const Kind& k : kKinds)
-        if (spec.kind == k.name) return k.create(spec, out, why);
-    *why = "no device kind '" + spec.kind + "' in this build";
-    return -ENODEV;
+        if (spec.kind == k.name) kind = &k;
+    if (!kind) {
+        *why = "no device kind '" + spec.kind + "' in this build";
+        return -ENODEV;
+    }
+    const char* local = spec.get("local");
+    if (local && strcmp(local, "shm") != 0 && strcmp(local, "wire") != 0) {
+        *why = "local must be shm or wire";
+        return -EINVAL;
+    }
+    std::unique_ptr<Transport> wire;
+    int rc = kind->create(spec, &wire, why);
+    if (rc < 0) return rc;
+    if (spec.kind == "shm" || (local && strcmp(local, "wire") == 0)) {
+        *out = std::move(wire);
+        return 0;
+    }
+    // A network wire: peers on this host go through shm (NIC-level loopback).
+    std::unique_ptr<Transport> shm;
+    rc = create_shm(DeviceSpec{"shm", {}}, &shm, why);
+    if (rc < 0) return rc;
+    *out = std::make_unique<LocalShortcut>(std::move(wire), std::move(shm), host_identity());
+    return 0;
 }
 
 uint64_t host_identity() {

@@ -451,7 +451,7 @@ void Harness::init() {
 
     EngineConfig cfg;
     cfg.progress = Progress::kInline;
-    cfg.device = "fuzz";
+    cfg.device = "shm";
     // FRAME_FUZZER_LOSSY=1: the engine's wire is the fault injector (every rate 0), so
     // reliable VIs run the retransmission protocol and its receive rules get fuzzed.
     const char* lossy = getenv("FRAME_FUZZER_LOSSY");

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define NICFW_ABI_VERSION 2u
+#define NICFW_ABI_VERSION 3u
 
 /* ---- limits the NIC advertises (VIP_NIC_ATTRIBUTES tells the same) --------------- */
 #define NICFW_MAX_VI 4096u                /* per NIC instance */
@@ -28,7 +28,7 @@ extern "C" {
 #define NICFW_MAX_TRANSFER (16u << 20)    /* bytes in one message, segmented into frames */
 #define NICFW_MAX_PTAGS 1024u
 #define NICFW_MAX_DISCRIMINATOR 64u
-#define NICFW_MAX_ADDR 32u                /* bytes of a NIC address, any transport */
+#define NICFW_MAX_ADDR 64u                /* bytes of a NIC address, any transport */
 #define NICFW_DOORBELL_ENTRIES 8192u      /* per-NIC doorbell queue, power of two */
 
 /* ---- memory handles: region index (low 16 bits) + generation (high 16, never 0) --- */

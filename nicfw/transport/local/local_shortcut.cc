@@ -1,0 +1,112 @@
+// local_shortcut.cc -- the same-host shortcut (see local_shortcut.h).
+#include "local_shortcut.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace softvia::nicfw {
+
+LocalShortcut::LocalShortcut(std::unique_ptr<Transport> wire, std::unique_ptr<Transport> shm, uint64_t host)
+    : host_(host) {
+    child_[kWire] = std::move(wire);
+    child_[kShm] = std::move(shm);
+    size_t wlen, slen;
+    const uint8_t* w = child_[kWire]->local_addr(&wlen);
+    const uint8_t* s = child_[kShm]->local_addr(&slen);
+    addr_.assign(kHdrLen + wlen + slen, 0);
+    addr_[0] = kAddrKind;
+    addr_[1] = static_cast<uint8_t>(wlen);
+    addr_[2] = static_cast<uint8_t>(slen);
+    memcpy(addr_.data() + 4, &host_, 8);
+    memcpy(addr_.data() + kHdrLen, w, wlen);
+    memcpy(addr_.data() + kHdrLen + wlen, s, slen);
+    name_ = std::string(child_[kWire]->name()) + "+shm";
+    max_frame_ = std::min(child_[kWire]->max_frame(), child_[kShm]->max_frame());
+}
+
+std::vector<uint8_t> LocalShortcut::wrap(int via, const std::vector<uint8_t>& a) const {
+    std::vector<uint8_t> out(kHdrLen + a.size(), 0);
+    out[0] = kAddrKind;
+    out[via == kWire ? 1 : 2] = static_cast<uint8_t>(a.size());
+    // The host of a peer we only heard from is unknown; 0 never matches ours.
+    if (!a.empty()) memcpy(out.data() + kHdrLen, a.data(), a.size());
+    return out;
+}
+
+int LocalShortcut::adopt(int via, int idx) {
+    auto& map = to_ours_[via];
+    if (static_cast<size_t>(idx) >= map.size()) map.resize(idx + 1, -1);
+    if (map[idx] < 0) {
+        map[idx] = static_cast<int>(peers_.size());
+        peers_.push_back(Peer{via, idx, wrap(via, child_[via]->peer_addr(idx))});
+    }
+    return map[idx];
+}
+
+int LocalShortcut::resolve(const uint8_t* addr, size_t len) {
+    if (addr == nullptr || len == 0) return -EINVAL;
+    int via;
+    const uint8_t* part;
+    size_t plen;
+    if (addr[0] == kAddrKind) {
+        if (len < kHdrLen || len != kHdrLen + addr[1] + addr[2] || addr[3] != 0) return -EINVAL;
+        uint64_t host;
+        memcpy(&host, addr + 4, 8);
+        bool local = host == host_ && addr[2] != 0;
+        if (!local && addr[1] == 0) {
+            // Only an shm part: reachable if it is on this host after all.
+            local = true;
+        }
+        via = local ? kShm : kWire;
+        part = local ? addr + kHdrLen + addr[1] : addr + kHdrLen;
+        plen = local ? addr[2] : addr[1];
+    } else {
+        // A bare address of one child: whichever accepts it.
+        size_t slen;
+        const uint8_t* s = child_[kShm]->local_addr(&slen);
+        via = (len == slen && addr[0] == s[0]) ? kShm : kWire;
+        part = addr;
+        plen = len;
+    }
+    int idx = child_[via]->resolve(part, plen);
+    if (idx < 0) return idx;
+    int ours = adopt(via, idx);
+    // Keep the full address a caller gave us, so the peer can be named the same way back.
+    if (addr[0] == kAddrKind && peers_[ours].addr.size() < len) peers_[ours].addr.assign(addr, addr + len);
+    return ours;
+}
+
+int LocalShortcut::rx_burst(RxFrame* out, int max) {
+    // shm first: it is the cheaper poll and its frames are waiting in memory.
+    int n = 0;
+    for (int via : {kShm, kWire}) {
+        if (n >= max) break;
+        int got = child_[via]->rx_burst(out + n, max - n);
+        rx_taken_[via] = got > 0;
+        for (int i = n; i < n + got; i++) out[i].peer = adopt(via, out[i].peer);
+        n += got;
+    }
+    return n;
+}
+
+void LocalShortcut::rx_release() {
+    for (int via : {kShm, kWire})
+        if (rx_taken_[via]) {
+            child_[via]->rx_release();
+            rx_taken_[via] = false;
+        }
+}
+
+void LocalShortcut::poll_slow(std::vector<TransportEvent>& events) {
+    for (int via : {kShm, kWire}) {
+        child_events_.clear();
+        child_[via]->poll_slow(child_events_);
+        for (TransportEvent ev : child_events_) {
+            ev.peer = adopt(via, ev.peer);
+            events.push_back(ev);
+        }
+    }
+}
+
+}  // namespace softvia::nicfw

@@ -1,0 +1,88 @@
+// Same-host shortcut: a network wire with shm beside it (NIC-level loopback).
+//
+// A NIC opened on a network wire (udp, dpdk, verbs) reaches peers on its own host through
+// shm instead: the firmware sees by the destination address that it is local. "Host"
+// means kernel and network namespace (host_identity()), so the launcher's --hosts
+// namespaces are separate hosts even on one machine.
+//
+// Address (kAddrKind): [0] kind, [1] wire address length W, [2] shm address length S,
+// [3] 0, [4..11] host identity, then W bytes of wire address, then S bytes of shm
+// address. A peer learned from an incoming frame is known by one part only; the other
+// length is 0. resolve() also takes a bare wire or shm address.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nicfw/transport.h"
+
+namespace softvia::nicfw {
+
+class LocalShortcut final : public Transport {
+public:
+    static constexpr uint8_t kAddrKind = 0x20;
+    static constexpr size_t kHdrLen = 12;
+
+    LocalShortcut(std::unique_ptr<Transport> wire, std::unique_ptr<Transport> shm, uint64_t host);
+
+    const char* name() const override { return name_.c_str(); }
+    const uint8_t* local_addr(size_t* len) const override {
+        *len = addr_.size();
+        return addr_.data();
+    }
+    // One frame size for both paths: the engine has one MTU per NIC.
+    uint32_t max_frame() const override { return max_frame_; }
+    // The retransmission protocol is chosen per VI before it knows its peer, so the
+    // NIC is as lossy as its wire (same-host VIs then pay for ACKs they do not need).
+    bool lossy() const override { return child_[kWire]->lossy(); }
+    int resolve(const uint8_t* addr, size_t len) override;
+    const std::vector<uint8_t>& peer_addr(int peer) const override { return peers_[peer].addr; }
+    bool peer_alive(int peer) const override {
+        const Peer& p = peers_[peer];
+        return child_[p.via]->peer_alive(p.idx);
+    }
+    size_t peer_count() const override { return peers_.size(); }
+    uint8_t* tx_reserve(int peer, uint32_t len) override {
+        const Peer& p = peers_[peer];
+        return child_[p.via]->tx_reserve(p.idx, len);
+    }
+    void tx_commit(int peer, uint32_t len) override {
+        const Peer& p = peers_[peer];
+        child_[p.via]->tx_commit(p.idx, len);
+    }
+    void tx_flush() override {
+        child_[kWire]->tx_flush();
+        child_[kShm]->tx_flush();
+    }
+    int rx_burst(RxFrame* out, int max) override;
+    void rx_release() override;
+    void poll_slow(std::vector<TransportEvent>& events) override;
+
+    // Which child carries a peer's frames (for tests and softvia-nicinfo).
+    bool peer_is_local(int peer) const { return peers_[peer].via == kShm; }
+
+private:
+    enum { kWire = 0, kShm = 1 };
+    struct Peer {
+        int via;  // kWire or kShm
+        int idx;  // the child's peer index
+        std::vector<uint8_t> addr;
+    };
+    // Our peer index for a child's peer, creating the entry on first contact.
+    int adopt(int via, int idx);
+    std::vector<uint8_t> wrap(int via, const std::vector<uint8_t>& child_addr) const;
+
+    std::unique_ptr<Transport> child_[2];
+    std::vector<int> to_ours_[2];  // child peer index -> ours (-1: none yet)
+    std::vector<Peer> peers_;
+    std::vector<uint8_t> addr_;
+    std::string name_;
+    uint64_t host_;
+    uint32_t max_frame_;
+    bool rx_taken_[2] = {false, false};
+    std::vector<TransportEvent> child_events_;
+};
+
+}  // namespace softvia::nicfw

@@ -58,6 +58,7 @@ TEST(VerbsOptions, EveryKey) {
     EXPECT_EQ(o.ip, want.s_addr);
     EXPECT_EQ(o.port, 7000);
     EXPECT_EQ(o.dev, "rxe0");
+    ASSERT_EQ(parse("verbs:local=wire", &o, &why), 0) << why;  // the same-host wrapper's
     ASSERT_EQ(parse("verbs:port=65535", &o, &why), 0) << why;
     EXPECT_EQ(o.port, 65535);
     ASSERT_EQ(parse("verbs:port=0", &o, &why), 0) << why;

@@ -96,7 +96,7 @@ uint32_t ipv4_from_gids(ibv_context* ctx) {
 int parse_verbs_options(const DeviceSpec& spec, VerbsOptions* out, std::string* why) {
     VerbsOptions o;
     for (const auto& [k, v] : spec.opts) {
-        if (k == "progress") continue;  // vipl's
+        if (k == "progress" || k == "local") continue;  // vipl's and the same-host wrapper's (device.h)
         if (k == "addr") {
             in_addr a{};
             if (inet_pton(AF_INET, v.c_str(), &a) != 1 || a.s_addr == 0) {
@@ -663,7 +663,8 @@ int VerbsTransport::rx_burst(RxFrame* out, int max) {
         uint32_t idx = static_cast<uint32_t>(wc[i].wr_id);
         if (idx >= recv_count_) continue;  // not one of ours; cannot happen
         auto it = by_qpn_.find(wc[i].qp_num);
-        if (wc[i].status != IBV_WC_SUCCESS || it == by_qpn_.end() || wc[i].byte_len > kMaxFrame) {
+        if (wc[i].status != IBV_WC_SUCCESS || it == by_qpn_.end() || it->second->peer < 0 ||
+            wc[i].byte_len > kMaxFrame) {
             // A failed receive (or one for a connection we closed) costs the frame; a
             // failure on a live connection breaks it.
             if (wc[i].status != IBV_WC_SUCCESS && it != by_qpn_.end()) kill_peer(it->second->peer);

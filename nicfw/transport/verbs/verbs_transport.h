@@ -62,7 +62,8 @@ struct VerbsOptions {
     std::string dev;    // ibv device name (ibv_devices); empty: the device that owns ip
 };
 
-// Reads the verbs options of a spec (options every kind takes are skipped). -EINVAL with
+// Reads the verbs options of a spec (progress and local, which every kind takes, are
+// skipped: vipl and the same-host wrapper read them). -EINVAL with
 // *why for an unknown key or a bad value.
 int parse_verbs_options(const DeviceSpec& spec, VerbsOptions* out, std::string* why);
 

@@ -45,7 +45,15 @@ uint64_t mono_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-std::string err(const char* what) { return std::string(what) + ": " + strerror(errno); }
+// -errno of the call that just failed, never 0 (a library that set no errno is EIO).
+int neg_errno() { return errno ? -errno : -EIO; }
+
+// *why = "what: reason"; returns the failed call's -errno.
+int fail(std::string* why, const std::string& what, const char* hint = "") {
+    int rc = neg_errno();
+    *why = what + ": " + strerror(-rc) + hint;
+    return rc;
+}
 
 std::string ip_text(uint32_t ip) {
     char b[INET_ADDRSTRLEN] = "?";
@@ -168,8 +176,10 @@ int VerbsTransport::open(const VerbsOptions& opts, std::string* why) {
     int ndev = 0;
     ibv_device** list = ibv_get_device_list(&ndev);
     if (list == nullptr || ndev == 0) {
+        int e = errno;
         *why = "no RDMA device: " +
-               (list ? std::string("ibv_get_device_list found none") : err("ibv_get_device_list")) +
+               (list ? std::string("ibv_get_device_list found none")
+                     : std::string("ibv_get_device_list: ") + strerror(e)) +
                " (kernel without rxe/siw, or no RDMA NIC; docs/transports.md)";
         if (list) ibv_free_device_list(list);
         return -ENXIO;
@@ -193,11 +203,13 @@ int VerbsTransport::open(const VerbsOptions& opts, std::string* why) {
         int n = 0;
         ibv_context** ctxs = rdma_get_devices(&n);
         if (ctxs == nullptr) {
-            *why = "no RDMA device: " + err("rdma_get_devices");
+            fail(why, "no RDMA device: rdma_get_devices");
             return -ENXIO;
         }
-        for (int i = 0; i < n && ip == 0; i++)
-            if (opts.dev.empty() || opts.dev == ibv_get_device_name(ctxs[i]->device)) ip = ipv4_from_gids(ctxs[i]);
+        for (int i = 0; i < n && ip == 0; i++) {
+            const char* name = ibv_get_device_name(ctxs[i]->device);
+            if (opts.dev.empty() || (name && opts.dev == name)) ip = ipv4_from_gids(ctxs[i]);
+        }
         rdma_free_devices(ctxs);
         if (ip == 0) {
             *why = "no RDMA device with an IPv4 address in its GID table (give addr=)";
@@ -207,18 +219,18 @@ int VerbsTransport::open(const VerbsOptions& opts, std::string* why) {
 
     channel_ = rdma_create_event_channel();
     if (!channel_) {
-        *why = (errno == ENODEV || errno == ENOENT ? "no RDMA device: " : "") + err("rdma_create_event_channel");
-        return errno == ENODEV || errno == ENOENT ? -ENXIO : -errno;
+        int rc = fail(why, "rdma_create_event_channel");
+        if (rc != -ENODEV && rc != -ENOENT) return rc;
+        *why = "no RDMA device: " + *why;
+        return -ENXIO;
     }
     int fl = fcntl(channel_->fd, F_GETFL);
     if (fl < 0 || fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-        *why = err("fcntl(rdma_cm channel, O_NONBLOCK)");
-        return -errno;
+        return fail(why, "fcntl(rdma_cm channel, O_NONBLOCK)");
     }
     if (rdma_create_id(channel_, &listen_id_, nullptr, RDMA_PS_TCP) != 0) {
         listen_id_ = nullptr;
-        *why = err("rdma_create_id");
-        return -errno;
+        return fail(why, "rdma_create_id");
     }
     sockaddr_in sin{};
     sin.sin_family = AF_INET;
@@ -251,9 +263,9 @@ int VerbsTransport::open(const VerbsOptions& opts, std::string* why) {
         return -ENXIO;
     }
     ibv_device_attr da;
-    if (ibv_query_device(ctx_, &da) != 0) {
-        *why = err("ibv_query_device");
-        return -errno;
+    if (int qrc = ibv_query_device(ctx_, &da); qrc != 0) {  // returns the errno value
+        *why = std::string("ibv_query_device: ") + strerror(qrc);
+        return -qrc;
     }
     if (da.max_srq == 0 || da.max_qp_wr < static_cast<int>(kSendSlots)) {
         *why = std::string("verbs: device ") + (dname ? dname : "?") + " has no shared receive queue or too short a send queue";
@@ -262,21 +274,18 @@ int VerbsTransport::open(const VerbsOptions& opts, std::string* why) {
     recv_count_ = std::min<uint32_t>(kRecvBufs, static_cast<uint32_t>(da.max_srq_wr));
     pd_ = ibv_alloc_pd(ctx_);
     if (!pd_) {
-        *why = err("ibv_alloc_pd");
-        return -errno;
+        return fail(why, "ibv_alloc_pd");
     }
     recv_cq_ = ibv_create_cq(ctx_, static_cast<int>(recv_count_), nullptr, nullptr, 0);
     if (!recv_cq_) {
-        *why = err("ibv_create_cq");
-        return -errno;
+        return fail(why, "ibv_create_cq");
     }
     ibv_srq_init_attr sa{};
     sa.attr.max_wr = recv_count_;
     sa.attr.max_sge = 1;
     srq_ = ibv_create_srq(pd_, &sa);
     if (!srq_) {
-        *why = err("ibv_create_srq");
-        return -errno;
+        return fail(why, "ibv_create_srq");
     }
     void* buf = nullptr;
     if (posix_memalign(&buf, 4096, size_t{recv_count_} * kMaxFrame) != 0) {
@@ -286,8 +295,7 @@ int VerbsTransport::open(const VerbsOptions& opts, std::string* why) {
     recv_buf_ = static_cast<uint8_t*>(buf);
     recv_mr_ = ibv_reg_mr(pd_, recv_buf_, size_t{recv_count_} * kMaxFrame, IBV_ACCESS_LOCAL_WRITE);
     if (!recv_mr_) {
-        *why = err("ibv_reg_mr(receive buffers)") + " (registered memory is locked: check ulimit -l)";
-        return -errno;
+        return fail(why, "ibv_reg_mr(receive buffers)", " (registered memory is locked: check ulimit -l)");
     }
     for (uint32_t i = 0; i < recv_count_; i++) repost_.push_back(i);
     post_recvs();
@@ -296,8 +304,7 @@ int VerbsTransport::open(const VerbsOptions& opts, std::string* why) {
         return -EIO;
     }
     if (rdma_listen(listen_id_, 64) != 0) {
-        *why = err("rdma_listen");
-        return -errno;
+        return fail(why, "rdma_listen");
     }
 
     local_.ip = ip;
@@ -360,7 +367,7 @@ int VerbsTransport::resolve(const uint8_t* addr, size_t len) {
 // Starts the active side: address resolution now, the rest as events arrive.
 int VerbsTransport::start_connect(const VerbsAddr& a, VerbsConn** out) {
     auto c = std::make_unique<VerbsConn>();
-    if (rdma_create_id(channel_, &c->id, c.get(), RDMA_PS_TCP) != 0) return -errno;
+    if (rdma_create_id(channel_, &c->id, c.get(), RDMA_PS_TCP) != 0) return neg_errno();
     sockaddr_in src{}, dst{};
     src.sin_family = dst.sin_family = AF_INET;
     src.sin_addr.s_addr = local_.ip;  // the device our listener is on
@@ -381,12 +388,12 @@ int VerbsTransport::start_connect(const VerbsAddr& a, VerbsConn** out) {
 int VerbsTransport::setup_qp(VerbsConn& c) {
     if (c.id->verbs != ctx_) return -EXDEV;  // routed through another device than our listener's
     c.send_cq = ibv_create_cq(ctx_, static_cast<int>(kSendSlots), nullptr, nullptr, 0);
-    if (!c.send_cq) return -errno;
+    if (!c.send_cq) return neg_errno();
     void* buf = nullptr;
     if (posix_memalign(&buf, 4096, size_t{kSendSlots} * kMaxFrame) != 0) return -ENOMEM;
     c.send_buf = static_cast<uint8_t*>(buf);
     c.send_mr = ibv_reg_mr(pd_, c.send_buf, size_t{kSendSlots} * kMaxFrame, 0);  // local reads only
-    if (!c.send_mr) return -errno;
+    if (!c.send_mr) return neg_errno();
     ibv_qp_init_attr qa{};
     qa.qp_context = &c;
     qa.send_cq = c.send_cq;
@@ -401,7 +408,7 @@ int VerbsTransport::setup_qp(VerbsConn& c) {
     if (!c.qp) {  // perhaps the inline size: try without
         qa.cap.max_inline_data = 0;
         c.qp = ibv_create_qp(pd_, &qa);
-        if (!c.qp) return -errno;
+        if (!c.qp) return neg_errno();
     }
     c.max_inline = std::min(kInlineWanted, qa.cap.max_inline_data);  // ibv_create_qp reports what it gave
     by_qpn_[c.qp->qp_num] = &c;
@@ -414,10 +421,16 @@ int VerbsTransport::move_qp(VerbsConn& c, int state) {
     ibv_qp_attr at{};
     int mask = 0;
     at.qp_state = static_cast<ibv_qp_state>(state);
-    if (rdma_init_qp_attr(c.id, &at, &mask) != 0) return -errno;
+    if (rdma_init_qp_attr(c.id, &at, &mask) != 0) return neg_errno();
     if (state == IBV_QPS_RTR) {
         at.min_rnr_timer = kMinRnrTimer;
         mask |= IBV_QP_MIN_RNR_TIMER;
+        // As librdmacm does for its own QPs: on an InfiniBand port the kernel may return
+        // mask bits 21-23 (RoCE-only, an old rdma_ucm bug) that modify_qp refuses.
+        ibv_port_attr pa;
+        int qrc = ibv_query_port(ctx_, c.id->port_num, &pa);  // returns the errno value
+        if (qrc != 0) return -qrc;
+        if (pa.link_layer == IBV_LINK_LAYER_INFINIBAND) mask &= ~0xe00000;
     }
     int rc = ibv_modify_qp(c.qp, &at, mask);
     return rc ? -rc : 0;  // ibv_modify_qp returns the errno value itself

@@ -42,7 +42,8 @@ struct Nic {
     std::vector<TransportEvent> events;
     std::vector<std::pair<int, std::vector<uint8_t>>> got;  // (peer, frame)
 
-    explicit Nic(const char* name = "verbs") {
+    // local=wire: over RC even on one host (not through a same-host shortcut).
+    explicit Nic(const char* name = "verbs:local=wire") {
         DeviceSpec spec;
         std::string why;
         EXPECT_EQ(parse_device_name(name, &spec, &why), 0) << why;

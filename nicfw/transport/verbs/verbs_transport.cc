@@ -38,6 +38,7 @@ constexpr uint8_t kRetryCount = 7;        // transport retries (lost packets) be
 constexpr int kResolveMs = 2000;
 constexpr uint64_t kCrossedWaitNs = 10'000'000'000ull;
 constexpr uint8_t kCrossedMagic[4] = {'S', 'V', 'X', 'C'};  // reject data: "I connect to you"
+constexpr size_t kHelloLen = kVerbsAddrLen + 4;  // connect data: our address, the target's nonce (<= 56)
 
 uint64_t mono_ns() {
     timespec ts;
@@ -495,9 +496,14 @@ void VerbsTransport::on_conn_event(VerbsConn& c, int type, const uint8_t* pdata,
                 kill_peer(c.peer);
                 return;
             }
+            // Who we are (the listener sees only our ephemeral port), and which NIC we
+            // mean: a NIC that reopened on the same port has another nonce.
+            uint8_t hello[kHelloLen];
+            memcpy(hello, addr_, kVerbsAddrLen);
+            memcpy(hello + kVerbsAddrLen, &peers_[c.peer].a.nonce, 4);
             rdma_conn_param cp{};
-            cp.private_data = addr_;  // who we are: the listener has only our ephemeral port
-            cp.private_data_len = kVerbsAddrLen;
+            cp.private_data = hello;  // copied by rdma_connect
+            cp.private_data_len = kHelloLen;
             cp.retry_count = kRetryCount;
             cp.rnr_retry_count = kUnlimitedRetry;
             cp.srq = 1;
@@ -545,8 +551,11 @@ void VerbsTransport::on_connect_request(rdma_cm_id* id, const uint8_t* pdata, si
         (void)rdma_destroy_id(id);
     };
     VerbsAddr a;
-    // The private data may be longer than sent (zero padded): our address is its start.
-    if (plen < kVerbsAddrLen || !decode_verbs_addr(pdata, kVerbsAddrLen, &a)) return refuse(false);
+    uint32_t target_nonce = 0;
+    // The private data may be longer than sent (zero padded): the hello is its start.
+    if (plen < kHelloLen || !decode_verbs_addr(pdata, kVerbsAddrLen, &a)) return refuse(false);
+    memcpy(&target_nonce, pdata + kVerbsAddrLen, 4);
+    if (target_nonce != local_.nonce) return refuse(false);  // meant for an earlier NIC on this port
     int peer = find_peer(a);
     bool rx_only = false;
     VerbsConn* loser = nullptr;

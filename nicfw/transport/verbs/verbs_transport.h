@@ -27,8 +27,8 @@
 //
 // Connections (librdmacm, one non-blocking event channel, handled in poll_slow): each
 // NIC listens on an rdma_cm id bound to its IPv4 address and port. resolve() starts
-// rdma_resolve_addr -> rdma_resolve_route -> rdma_connect, carrying our address as
-// private data; the listener accepts. We create the QP ourselves and move it
+// rdma_resolve_addr -> rdma_resolve_route -> rdma_connect, carrying our address and the
+// target's nonce as private data; the listener accepts what is meant for it. We create the QP ourselves and move it
 // RESET -> INIT -> RTR -> RTS with rdma_init_qp_attr + ibv_modify_qp, so that the RNR
 // timer is short (librdmacm's own QPs wait 655 ms after an RNR NAK). Two NICs that
 // resolve each other at once: the connection started by the lower address wins; the

@@ -11,7 +11,8 @@ what=${1:-}
 case "$what" in bench|test) ;; *) echo "usage: $0 bench|test" >&2; exit 2 ;; esac
 
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
-          libbenchmark-dev iproute2 procps)
+          libbenchmark-dev iproute2 procps
+          libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils)  # verbs transport
 [[ $what == bench ]] && packages+=(ucx-utils)
 [[ $what == test ]] && packages+=(clang libclang-rt-14-dev)  # libFuzzer
 missing=()

@@ -9,6 +9,9 @@
 #include "nicfw/device.h"
 #include "local/local_shortcut.h"
 #include "shm/shm_transport.h"
+#ifdef SOFTVIA_WITH_VERBS
+#include "verbs/verbs_transport.h"
+#endif
 
 namespace softvia::nicfw {
 
@@ -71,6 +74,19 @@ int create_shm(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::str
     return 0;
 }
 
+#ifdef SOFTVIA_WITH_VERBS
+int create_verbs(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
+    VerbsOptions o;
+    int rc = parse_verbs_options(spec, &o, why);
+    if (rc < 0) return rc;
+    std::unique_ptr<VerbsTransport> t;
+    rc = VerbsTransport::create(o, &t, why);
+    if (rc < 0) return rc;
+    *out = std::move(t);
+    return 0;
+}
+#endif
+
 struct Kind {
     const char* name;
     int (*create)(const DeviceSpec&, std::unique_ptr<Transport>*, std::string*);
@@ -78,6 +94,9 @@ struct Kind {
 // One line per wire; a wire whose library was not found at build time is left out.
 const Kind kKinds[] = {
     {"shm", create_shm},
+#ifdef SOFTVIA_WITH_VERBS
+    {"verbs", create_verbs},
+#endif
 };
 }  // namespace
 

@@ -38,6 +38,8 @@ constexpr uint8_t kRetryCount = 7;        // transport retries (lost packets) be
 constexpr int kResolveMs = 2000;
 constexpr uint64_t kCrossedWaitNs = 10'000'000'000ull;
 constexpr uint8_t kCrossedMagic[4] = {'S', 'V', 'X', 'C'};  // reject data: "I connect to you"
+// An int, not the enum: ibv_reg_mr is a macro that ANDs it with another enum's value.
+constexpr int kLocalWrite = IBV_ACCESS_LOCAL_WRITE;
 constexpr size_t kHelloLen = kVerbsAddrLen + 4;  // connect data: our address, the target's nonce (<= 56)
 
 uint64_t mono_ns() {
@@ -294,7 +296,7 @@ int VerbsTransport::open(const VerbsOptions& opts, std::string* why) {
         return -ENOMEM;
     }
     recv_buf_ = static_cast<uint8_t*>(buf);
-    recv_mr_ = ibv_reg_mr(pd_, recv_buf_, size_t{recv_count_} * kMaxFrame, IBV_ACCESS_LOCAL_WRITE);
+    recv_mr_ = ibv_reg_mr(pd_, recv_buf_, size_t{recv_count_} * kMaxFrame, kLocalWrite);
     if (!recv_mr_) {
         return fail(why, "ibv_reg_mr(receive buffers)", " (registered memory is locked: check ulimit -l)");
     }
@@ -393,7 +395,7 @@ int VerbsTransport::setup_qp(VerbsConn& c) {
     void* buf = nullptr;
     if (posix_memalign(&buf, 4096, size_t{kSendSlots} * kMaxFrame) != 0) return -ENOMEM;
     c.send_buf = static_cast<uint8_t*>(buf);
-    c.send_mr = ibv_reg_mr(pd_, c.send_buf, size_t{kSendSlots} * kMaxFrame, IBV_ACCESS_LOCAL_WRITE);
+    c.send_mr = ibv_reg_mr(pd_, c.send_buf, size_t{kSendSlots} * kMaxFrame, kLocalWrite);
     if (!c.send_mr) return neg_errno();
     ibv_qp_init_attr qa{};
     qa.qp_context = &c;

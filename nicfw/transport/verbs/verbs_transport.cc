@@ -709,28 +709,33 @@ void VerbsTransport::rx_release() {
     post_recvs();
 }
 
-// Posts the buffers in repost_ to the SRQ as one chain; what the SRQ refuses stays for
-// the next try.
+// Posts the buffers in repost_ to the SRQ, a chain per 32 (a burst's worth, on the
+// stack: no allocation on the data path); what the SRQ refuses stays for the next try.
 void VerbsTransport::post_recvs() {
-    if (repost_.empty()) return;
-    std::vector<ibv_recv_wr> wr(repost_.size());
-    std::vector<ibv_sge> sge(repost_.size());
-    for (size_t i = 0; i < repost_.size(); i++) {
-        sge[i].addr = reinterpret_cast<uintptr_t>(recv_buf_ + size_t{repost_[i]} * kMaxFrame);
-        sge[i].length = kMaxFrame;
-        sge[i].lkey = recv_mr_->lkey;
-        wr[i].wr_id = repost_[i];
-        wr[i].sg_list = &sge[i];
-        wr[i].num_sge = 1;
-        wr[i].next = i + 1 < repost_.size() ? &wr[i + 1] : nullptr;
+    constexpr size_t kChain = 32;
+    size_t posted = 0;
+    while (posted < repost_.size()) {
+        size_t n = std::min(kChain, repost_.size() - posted);
+        ibv_recv_wr wr[kChain];
+        ibv_sge sge[kChain];
+        for (size_t i = 0; i < n; i++) {
+            uint32_t idx = repost_[posted + i];
+            sge[i].addr = reinterpret_cast<uintptr_t>(recv_buf_ + size_t{idx} * kMaxFrame);
+            sge[i].length = kMaxFrame;
+            sge[i].lkey = recv_mr_->lkey;
+            wr[i].wr_id = idx;
+            wr[i].sg_list = &sge[i];
+            wr[i].num_sge = 1;
+            wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
+        }
+        ibv_recv_wr* bad = nullptr;
+        if (ibv_post_srq_recv(srq_, wr, &bad) != 0) {
+            posted += bad ? static_cast<size_t>(bad - wr) : 0;
+            break;
+        }
+        posted += n;
     }
-    ibv_recv_wr* bad = nullptr;
-    if (ibv_post_srq_recv(srq_, wr.data(), &bad) == 0) {
-        repost_.clear();
-    } else {
-        size_t first_bad = bad ? static_cast<size_t>(bad - wr.data()) : 0;
-        repost_.erase(repost_.begin(), repost_.begin() + static_cast<std::ptrdiff_t>(first_bad));
-    }
+    repost_.erase(repost_.begin(), repost_.begin() + static_cast<std::ptrdiff_t>(posted));
 }
 
 void VerbsTransport::poll_slow(std::vector<TransportEvent>& events) {

@@ -681,9 +681,6 @@ void VerbsTransport::reap_sends(VerbsConn& c) {
 }
 
 int VerbsTransport::rx_burst(RxFrame* out, int max) {
-    // Sends a wrapper left unflushed (the fault injector does not pass tx_flush on) go
-    // now, a step late at most, still as one chain per connection.
-    if (!unposted_.empty()) tx_flush();
     if (max <= 0) return 0;
     ibv_wc wc[32];
     int n = ibv_poll_cq(recv_cq_, std::min(max, 32), wc);
@@ -743,7 +740,6 @@ void VerbsTransport::post_recvs() {
 }
 
 void VerbsTransport::poll_slow(std::vector<TransportEvent>& events) {
-    tx_flush();  // see rx_burst
     handle_cm_events();
     uint64_t now = mono_ns();
     for (Peer& p : peers_) {

@@ -308,6 +308,8 @@ static void udp_mesh(void)
         }
     }
     printf("rank %d: every rank on another host answered\n", rank);
+    free(all);
+    free(answered);
 }
 
 /* The echo stream around a link outage; see the mode list at the top. */

@@ -967,11 +967,23 @@ static void drain_output(struct pollfd *fds, struct stream **who, int *whorank)
             close_stream(&L.kids[i].s[k], i);
 }
 
+static struct pollfd *fds;
+static struct stream **who;
+static int *whorank;
+
+static void free_buffers(void)
+{
+    free(obuf);
+    free(fds);
+    free(who);
+    free(whorank);
+    free(L.kids);
+    free(L.cpus);
+    free(L.device_template);
+}
+
 int main(int argc, char **argv)
 {
-    struct pollfd *fds;
-    struct stream **who;
-    int *whorank;
     char num[32];
     int64_t deadline = -1;
 
@@ -1005,6 +1017,7 @@ int main(int argc, char **argv)
         int rc = hosts_setup(&L.hosts, L.nhosts, L.mtu, L.self, &L.oldmask);
         if (rc != 0) {
             remove_job_dir();
+            free_buffers();
             return rc;
         }
         if (getenv("SOFTVIA_DEVICE") != NULL)
@@ -1036,13 +1049,7 @@ int main(int argc, char **argv)
         hosts_release(&L.hosts);
     remove_job_dir();
 
-    free(obuf);
-    free(fds);
-    free(who);
-    free(whorank);
-    free(L.kids);
-    free(L.cpus);
-    free(L.device_template);
+    free_buffers();
 
     if (L.exit_sig != 0) {
         /* Die by the same signal so our caller sees how the job ended. */

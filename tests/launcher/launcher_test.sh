@@ -360,6 +360,18 @@ hosts2 | hosts3)
     expect_hosts_gone "$lpid"
     expect_root_empty
     ;;
+hosts_two_launchers)
+    # Two jobs at once, each with its own bridge: the same addresses never meet.
+    need_hosts
+    "$RUN" -n 4 --hosts 2 "$CHILD" udpmesh >"$T/out/a" 2>&1 &
+    a=$!
+    "$RUN" -n 4 --hosts 2 "$CHILD" udpmesh >"$T/out/b" 2>&1 &
+    b=$!
+    wait "$a" || fail "the first job failed: $(cat "$T/out/a")"
+    wait "$b" || fail "the second job failed: $(cat "$T/out/b")"
+    [ "$(cat "$T/out/a" "$T/out/b" | grep -c answered)" -eq 8 ] || fail "not every rank of both jobs exchanged datagrams"
+    expect_root_empty
+    ;;
 hosts_failure)
     need_hosts
     start_hosts 2 -n 4 --hosts 2 -- "$CHILD" fail "$T/pids" 1 3

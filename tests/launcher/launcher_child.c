@@ -15,7 +15,7 @@
  *   hostcheck DIR              check the host environment: SOFTVIA_HOST = rank % hosts,
  *                              SOFTVIA_HOST_ADDR on interface SOFTVIA_HOST_IFACE, a
  *                              network namespace that is not the launcher's; write
- *                              DIR/ns.<rank> = "<host> <namespace inode>"
+ *                              DIR/ns.<rank> = "<host> <namespace inode> <MTU>"
  *   udpmesh                    every rank exchanges UDP datagrams with every rank on
  *                              another host, over the hosts' addresses
  *   flow DOWN_MS UP_MS END_MS  rank 0 sends a numbered datagram to rank 1 every 10 ms
@@ -42,6 +42,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -206,8 +207,14 @@ static void check_host(const char *outdir)
     unsigned long mine = netns_inode("/proc/self/ns/net");
     if (mine == netns_inode(parent_ns))
         die("the rank runs in the launcher's network namespace");
+    struct ifreq ifr = {0};
+    int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", iface);
+    if (sock < 0 || ioctl(sock, SIOCGIFMTU, &ifr) != 0)
+        die("cannot read the interface's MTU");
+    close(sock);
     snprintf(name, sizeof name, "ns.%d", rank);
-    snprintf(text, sizeof text, "%ld %lu\n", host, mine);
+    snprintf(text, sizeof text, "%ld %lu %d\n", host, mine, ifr.ifr_mtu);
     write_file(outdir, name, text);
 }
 

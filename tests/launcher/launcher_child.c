@@ -14,7 +14,10 @@
  * Under --hosts:
  *   hostcheck DIR              check the host environment: SOFTVIA_HOST = rank % hosts,
  *                              SOFTVIA_HOST_ADDR on interface SOFTVIA_HOST_IFACE, a
- *                              network namespace that is not the launcher's; write
+ *                              network namespace that is not the launcher's; a
+ *                              SOFTVIA_DEVICE, if set, must read
+ *                              "t:iface=<iface>,addr=<addr>,keep=%z" (the launcher
+ *                              expands "t:iface=%i,addr=%a,keep=%z"); write
  *                              DIR/ns.<rank> = "<host> <namespace inode> <MTU>"
  *   udpmesh                    every rank exchanges UDP datagrams with every rank on
  *                              another host, over the hosts' addresses
@@ -203,6 +206,11 @@ static void check_host(const char *outdir)
         die("SOFTVIA_HOST_ADDR is not on SOFTVIA_HOST_IFACE, or it is down");
     if (strncmp(addr, "198.18.", 7) != 0 && strncmp(addr, "198.19.", 7) != 0)
         die("SOFTVIA_HOST_ADDR is not in 198.18.0.0/15");
+    const char *dev = getenv("SOFTVIA_DEVICE");
+    char want_dev[128];
+    snprintf(want_dev, sizeof want_dev, "t:iface=%s,addr=%s,keep=%%z", iface, addr);
+    if (dev != NULL && strcmp(dev, want_dev) != 0)
+        die("%i / %a in SOFTVIA_DEVICE not expanded as expected");
     snprintf(parent_ns, sizeof parent_ns, "/proc/%ld/ns/net", (long)getppid());
     unsigned long mine = netns_inode("/proc/self/ns/net");
     if (mine == netns_inode(parent_ns))

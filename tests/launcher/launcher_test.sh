@@ -341,8 +341,9 @@ hosts2 | hosts3)
     need_hosts
     h=${case_name#hosts}
     n=$((h * 2 + 1))
-    mtu=1500 mtu_opt=() # the default; 3 hosts try --mtu
-    [ "$h" -eq 3 ] && mtu=9000 mtu_opt=(--mtu 9000)
+    mtu=1500 mtu_opt=() # the default; 3 hosts try --mtu and %i/%a in SOFTVIA_DEVICE
+    unset SOFTVIA_DEVICE
+    [ "$h" -eq 3 ] && mtu=9000 mtu_opt=(--mtu 9000) && export SOFTVIA_DEVICE='t:iface=%i,addr=%a,keep=%z'
     start_hosts "$h" -n "$n" --hosts "$h" "${mtu_opt[@]}" -- "$CHILD" hostcheck "$T/out"
     wait "$lpid"
     rc=$?
@@ -352,6 +353,7 @@ hosts2 | hosts3)
     [ "$(cat "$T"/out/ns.* | sort -u | wc -l)" -eq "$h" ] || fail "not $h namespaces: $(cat "$T"/out/ns.*)"
     [ "$(cat "$T"/out/ns.* | cut -d' ' -f2 | sort -u | wc -l)" -eq "$h" ] || fail "hosts share a namespace"
     [ "$(cut -d' ' -f3 "$T"/out/ns.* | sort -u)" = "$mtu" ] || fail "MTU is not $mtu: $(cat "$T"/out/ns.*)"
+    unset SOFTVIA_DEVICE
     expect_hosts_gone "$lpid"
     expect_root_empty
     # UDP between the hosts, over their 198.18 addresses.

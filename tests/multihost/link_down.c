@@ -240,8 +240,6 @@ static void sender(void) {
         if (errors == 0) DIE("no send completed with an error");
         if ((long)((failed_at - t0) / 1000) < opt.down_ms) DIE("the VI failed before the outage");
         if (conn_lost != 1) DIE("VIP_ERROR_CONN_LOST reported %d times, not once", conn_lost);
-    } else if (longest_stall / 1000 > (uint64_t)opt.duration_ms) {
-        DIE("unreliable sends stalled");
     }
 }
 

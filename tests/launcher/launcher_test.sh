@@ -64,6 +64,72 @@ wait_for_pids() { # wait until $1 pid files exist
     fail "ranks did not start"
 }
 
+# ---- --hosts helpers ------------------------------------------------------------------
+
+# The hosts cases need root (network namespaces); skip with the reason otherwise.
+need_hosts() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "SKIP: --hosts needs root (network namespaces and veth pairs)"
+        exit 77
+    fi
+    "$RUN" -n 1 --hosts 1 true >"$T/stdout" 2>"$T/stderr"
+    case $? in
+    0) ;;
+    77) echo "SKIP: $(cat "$T/stderr")"; exit 77 ;;
+    *) fail "softvia-run --hosts 1 true does not work" ;;
+    esac
+}
+
+# Network namespaces the launcher $1 holds besides its own (its namespace descriptors:
+# the bridge's and the hosts'), appended to $T/netns. Waits until they are all open.
+record_netns() {
+    local want=$2 own i
+    own=$(readlink /proc/$$/ns/net) # ours = the launcher's; it enters each new one briefly
+    for ((i = 0; i < 500; i++)); do
+        ls -l "/proc/$1/fd" 2>/dev/null | grep -o 'net:\[[0-9]*\]' | sort -u | grep -vxF "$own" >"$T/netns.now"
+        [ "$(wc -l <"$T/netns.now")" -ge "$want" ] && { cat "$T/netns.now" >>"$T/netns"; return; }
+        sleep 0.01
+    done
+    fail "the launcher never held $want network namespaces"
+}
+
+# Nothing the launcher $1 made may be left: no process or descriptor in its namespaces,
+# none of them mounted, no svh/svb interface or /run/netns entry with its pid.
+# (A namespace that nothing refers to is gone: the kernel frees it.)
+expect_hosts_gone() {
+    local lpid=$1 i left
+    [ -s "$T/netns" ] || fail "no namespaces were recorded"
+    for ((i = 0; i < 300; i++)); do
+        # One find for every process's namespace and descriptors (a loop of readlinks
+        # takes seconds on a busy machine).
+        left=$( (find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -type l -printf '%l\n'
+            grep -o 'net:\[[0-9]*\]' /proc/self/mountinfo) 2>/dev/null | grep -xFf "$T/netns" | sort -u)
+        [ -z "$left" ] && break
+        sleep 0.01
+    done
+    [ -z "$left" ] || fail "namespaces still in use after the launcher exited: $left"
+    ls /run/netns 2>/dev/null | grep -q "sv[hb]$lpid-" && fail "/run/netns has entries of launcher $lpid"
+    ip -o link show 2>/dev/null | grep -q "sv[hb]r\?$lpid" && fail "root namespace has interfaces of launcher $lpid"
+    return 0
+}
+
+# Starts the launcher in the background (arguments: hosts, launcher options, --,
+# program and its arguments); sets lpid and records its namespaces (bridge + hosts).
+# The ranks wait at a gate until then, so a short job cannot end before it is seen.
+start_hosts() {
+    local hosts=$1 opts=()
+    shift
+    while [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+    : >"$T/netns"
+    rm -f "$T/go"
+    "$RUN" "${opts[@]}" -- sh -c 'until [ -e "$0" ]; do sleep 0.01; done; exec "$@"' "$T/go" "$@" \
+        >"$T/stdout" 2>"$T/stderr" &
+    lpid=$!
+    record_netns "$lpid" $((hosts + 1))
+    touch "$T/go"
+}
+
 case $case_name in
 child_failure)
     # Rank 2 exits 3 once all ranks run; the others sleep forever.
@@ -232,6 +298,163 @@ launcher_killed)
         sleep 0.01
     done
     expect_pids_dead 3
+    ;;
+hosts_bad_args)
+    check_usage() {
+        run "$@"
+        [ "$rc" -eq 2 ] || fail "'$*': exit code $rc, expected 2"
+        grep -q '^usage: softvia-run' "$T/stderr" || fail "'$*': no usage line"
+        [ ! -e "$T/ran" ] || fail "'$*': the program ran"
+    }
+    check_usage -n 2 --hosts 0 touch "$T/ran"
+    check_usage -n 2 --hosts 257 touch "$T/ran"
+    check_usage -n 2 --hosts x touch "$T/ran"
+    check_usage -n 2 --mtu 1400 touch "$T/ran"
+    check_usage -n 2 --hosts 2 --mtu 67 touch "$T/ran"
+    check_usage -n 2 --hosts 2 --mtu 70000 touch "$T/ran"
+    check_usage -n 2 --at 5:1:down touch "$T/ran"
+    check_usage -n 2 --hosts 2 --at 5:2:down touch "$T/ran"
+    check_usage -n 2 --hosts 2 --at 5:1:sideways touch "$T/ran"
+    check_usage -n 2 --hosts 2 --at 5:1 touch "$T/ran"
+    check_usage -n 2 --hosts 2 --at x:1:up touch "$T/ran"
+    check_usage -n 2 --hosts 2 --at -5:1:up touch "$T/ran"
+    check_usage -n 2 --hosts 2 --exec-at 5:1: touch "$T/ran"
+    check_usage -n 2 --hosts 2 --at-from k touch "$T/ran"
+    check_usage -n 2 --hosts 2 --at 5:1:up --at-from a/b touch "$T/ran"
+    run --help
+    expect_rc 0
+    grep -q -- '--hosts H' "$T/stdout" || fail "--help does not describe --hosts"
+    grep -q -- '--at MS:HOST:down|up' "$T/stdout" || fail "--help does not describe --at"
+    ;;
+hosts_noroot)
+    # Without privileges: exit 77 and say why.
+    [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to drop to nobody"; exit 77; }
+    run -n 1 true # builds the command line the same way, as root, to compare
+    setpriv --reuid=65534 --regid=65534 --clear-groups env SOFTVIA_JOB_ROOT=/dev/shm \
+        "$RUN" -n 2 --hosts 2 touch "$T/ran" >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    expect_rc 77
+    grep -q 'needs root for --hosts' "$T/stderr" || fail "no 'needs root for --hosts' message"
+    [ ! -e "$T/ran" ] || fail "the program ran"
+    ;;
+hosts2 | hosts3)
+    need_hosts
+    h=${case_name#hosts}
+    n=$((h * 2 + 1))
+    mtu=1500 mtu_opt=() # the default; 3 hosts try --mtu and %i/%a in SOFTVIA_DEVICE
+    unset SOFTVIA_DEVICE
+    [ "$h" -eq 3 ] && mtu=9000 mtu_opt=(--mtu 9000) && export SOFTVIA_DEVICE='t:iface=%i,addr=%a,keep=%z'
+    start_hosts "$h" -n "$n" --hosts "$h" "${mtu_opt[@]}" -- "$CHILD" hostcheck "$T/out"
+    wait "$lpid"
+    rc=$?
+    expect_rc 0
+    [ "$(ls "$T/out" | wc -l)" -eq "$n" ] || fail "not every rank reported"
+    # Ranks on one host share its namespace; different hosts have different ones.
+    [ "$(cat "$T"/out/ns.* | sort -u | wc -l)" -eq "$h" ] || fail "not $h namespaces: $(cat "$T"/out/ns.*)"
+    [ "$(cat "$T"/out/ns.* | cut -d' ' -f2 | sort -u | wc -l)" -eq "$h" ] || fail "hosts share a namespace"
+    [ "$(cut -d' ' -f3 "$T"/out/ns.* | sort -u)" = "$mtu" ] || fail "MTU is not $mtu: $(cat "$T"/out/ns.*)"
+    unset SOFTVIA_DEVICE
+    expect_hosts_gone "$lpid"
+    expect_root_empty
+    # UDP between the hosts, over their 198.18 addresses.
+    start_hosts "$h" -n "$n" --hosts "$h" --mtu 9000 -- "$CHILD" udpmesh
+    wait "$lpid"
+    rc=$?
+    expect_rc 0
+    [ "$(grep -c 'answered' "$T/stdout")" -eq "$n" ] || fail "not every rank exchanged datagrams"
+    expect_hosts_gone "$lpid"
+    expect_root_empty
+    ;;
+hosts_two_launchers)
+    # Two jobs at once, each with its own bridge: the same addresses never meet.
+    need_hosts
+    "$RUN" -n 4 --hosts 2 "$CHILD" udpmesh >"$T/out/a" 2>&1 &
+    a=$!
+    "$RUN" -n 4 --hosts 2 "$CHILD" udpmesh >"$T/out/b" 2>&1 &
+    b=$!
+    wait "$a" || fail "the first job failed: $(cat "$T/out/a")"
+    wait "$b" || fail "the second job failed: $(cat "$T/out/b")"
+    [ "$(cat "$T/out/a" "$T/out/b" | grep -c answered)" -eq 8 ] || fail "not every rank of both jobs exchanged datagrams"
+    expect_root_empty
+    ;;
+hosts_failure)
+    need_hosts
+    start_hosts 2 -n 4 --hosts 2 -- "$CHILD" fail "$T/pids" 1 3
+    wait "$lpid"
+    rc=$?
+    expect_rc 3
+    expect_pids_dead 4
+    expect_hosts_gone "$lpid"
+    expect_root_empty
+    ;;
+hosts_timeout)
+    need_hosts
+    start_hosts 2 -n 2 --hosts 2 --timeout 1 -- "$CHILD" park "$T/pids"
+    wait "$lpid"
+    rc=$?
+    expect_rc 124
+    expect_pids_dead 2
+    expect_hosts_gone "$lpid"
+    expect_root_empty
+    ;;
+hosts_sigterm)
+    need_hosts
+    start_hosts 2 -n 3 --hosts 2 -- "$CHILD" park "$T/pids"
+    wait_for_pids 3
+    kill -TERM "$lpid"
+    wait "$lpid"
+    rc=$?
+    expect_rc 143
+    expect_pids_dead 3
+    expect_hosts_gone "$lpid"
+    expect_root_empty
+    ;;
+hosts_sigkill)
+    # SIGKILL: the launcher cleans nothing up itself; its ranks die of PR_SET_PDEATHSIG
+    # and its namespace descriptors close, so the kernel removes everything. Then a new
+    # launcher starts and runs normally.
+    need_hosts
+    start_hosts 2 -n 3 --hosts 2 --exec-at 0:1:'exec sleep 1000' -- "$CHILD" park-noterm "$T/pids"
+    wait_for_pids 3
+    kill -KILL "$lpid"
+    wait "$lpid" 2>/dev/null
+    for ((i = 0; i < 300; i++)); do
+        left=0
+        for f in "$T"/pids/pid.*; do alive "$(cat "$f")" && left=1; done
+        [ $left -eq 0 ] && break
+        sleep 0.01
+    done
+    expect_pids_dead 3
+    expect_hosts_gone "$lpid"
+    rm -rf "${ROOT:?}"/* # the SIGKILLed launcher could not remove its job directory
+    start_hosts 2 -n 2 --hosts 2 -- "$CHILD" udpmesh
+    wait "$lpid"
+    rc=$?
+    expect_rc 0
+    expect_hosts_gone "$lpid"
+    expect_root_empty
+    ;;
+hosts_linkdown)
+    # Host 1's cable is pulled 500 ms into the echo stream and put back at 1500 ms:
+    # echoes stop in between and resume after.
+    need_hosts
+    start_hosts 2 -n 2 --hosts 2 --at-from flow-start --at 500:1:down --at 1500:1:up \
+        -- "$CHILD" flow 500 1500 2500
+    wait "$lpid"
+    rc=$?
+    expect_rc 0
+    grep -q '^flow: ' "$T/stdout" || fail "no flow summary"
+    expect_hosts_gone "$lpid"
+    # --exec-at runs in the host's namespace with its variables; a failure fails the job.
+    run -n 1 --hosts 2 --exec-at 0:1:'[ "$SOFTVIA_HOST" = 1 ] && ip -o addr show dev "$SOFTVIA_HOST_IFACE" | grep -q "inet $SOFTVIA_HOST_ADDR/" && touch '"$T/exec-ok" \
+        sleep 1
+    expect_rc 0
+    [ -e "$T/exec-ok" ] || fail "--exec-at did not run in host 1's namespace"
+    run -n 1 --hosts 2 --exec-at 0:0:'exit 3' sleep 5
+    expect_rc 125
+    grep -q "exited with 3" "$T/stderr" || fail "no message for the failing --exec-at command"
+    expect_faster 4000
+    expect_root_empty
     ;;
 *)
     echo "unknown case $case_name" >&2

@@ -1,12 +1,17 @@
 /* softvia-run - start N copies of a program as one softvia job.
  *
- * usage: softvia-run -n N [--timeout SECONDS] [--pin] [--tag-output] [--] program [args...]
+ * usage: softvia-run -n N [--timeout SECONDS] [--pin] [--tag-output]
+ *                    [--hosts H [--mtu BYTES] [--at MS:HOST:down|up] [--exec-at MS:HOST:CMD]
+ *                     [--at-from KEY]] [--] program [args...]
  *
  * Creates the job directory described in softvia_boot.h, starts the ranks,
  * waits for them, and removes the directory. The first failing rank decides
  * the exit status and brings the others down (SIGTERM, then SIGKILL after
  * 2 s). All waiting happens in one poll() loop over a signalfd (SIGCHLD,
  * SIGINT, SIGTERM, SIGHUP) and, with --tag-output, the ranks' output pipes.
+ *
+ * --hosts H puts rank r in network namespace r % H, one "host" each (hosts.h); the
+ * loop then also runs the scheduled --at / --exec-at actions at their times.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hosts.h"
+
 #define MAX_RANKS 4096
 #define GRACE_NS (2 * (int64_t)1000000000) /* SIGTERM -> SIGKILL */
 #define PEND_CAP 4096 /* a longer tagged line is split */
@@ -45,8 +52,24 @@
 #define EXIT_NOEXEC 126
 #define EXIT_NOTFOUND 127
 
+#define MAX_EVENTS 64
+#define MAX_AT_MS 86400000 /* a day */
+#define KEY_POLL_NS (10 * (int64_t)1000000) /* how often --at-from looks for its key */
+
 static const char usage_line[] =
-    "usage: softvia-run -n N [--timeout SECONDS] [--pin] [--tag-output] [--] program [args...]\n";
+    "usage: softvia-run -n N [--timeout SECONDS] [--pin] [--tag-output] [--hosts H [--mtu BYTES]\n"
+    "                   [--at MS:HOST:down|up]... [--exec-at MS:HOST:CMD]... [--at-from KEY]]\n"
+    "                   [--] program [args...]\n";
+
+/* A scheduled --at / --exec-at action. */
+struct event {
+    int64_t ms; /* after the clock's origin */
+    int host;
+    enum { LINK_DOWN, LINK_UP, EXEC } what;
+    const char *cmd; /* EXEC: a /bin/sh command line */
+    const char *spec; /* as given, for messages */
+    int done;
+};
 
 /* One rank's stdout or stderr pipe (--tag-output only). */
 struct stream {
@@ -70,6 +93,18 @@ static struct {
     int pin;
     int tag;
     char **argv;
+    int nhosts; /* 0: no --hosts */
+    int mtu;
+    struct event events[MAX_EVENTS];
+    int nevents;
+    const char *at_from; /* kv key that starts the event clock; NULL: the ranks' start */
+
+    struct hosts hosts;
+    char *device_template; /* SOFTVIA_DEVICE as given, before %i/%a expansion */
+    int64_t clock_origin; /* -1 until the event clock runs */
+    int64_t next_key_poll;
+    pid_t helpers[MAX_EVENTS]; /* running --exec-at commands; 0 = free slot */
+    const char *helper_spec[MAX_EVENTS];
 
     pid_t self;
     struct child *kids;
@@ -89,7 +124,7 @@ static struct {
     enum phase phase;
     int64_t kill_at;
     int decided, exit_code, exit_sig;
-} L = {.sfd = -1};
+} L = {.sfd = -1, .mtu = 1500, .clock_origin = -1};
 
 /* Output buffer reused for tagged writes. */
 static char *obuf;
@@ -138,16 +173,57 @@ static int parse_int(const char *s, int *out)
     return 0;
 }
 
+/* MS:HOST:REST -> the event; REST is the action (down, up) or the command. */
+static void parse_event(const char *opt, const char *arg, int exec)
+{
+    char buf[32];
+    const char *c1 = strchr(arg, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    struct event *e = &L.events[L.nevents];
+
+    if (L.nevents == MAX_EVENTS)
+        usage_error("at most %d --at/--exec-at actions", MAX_EVENTS);
+    if (c2 == NULL || (size_t)(c1 - arg) >= sizeof buf || (size_t)(c2 - c1 - 1) >= sizeof buf)
+        usage_error("%s needs MS:HOST:%s, not '%s'", opt, exec ? "CMD" : "down|up", arg);
+    int ms, host;
+    snprintf(buf, sizeof buf, "%.*s", (int)(c1 - arg), arg);
+    if (parse_int(buf, &ms) != 0 || ms > MAX_AT_MS)
+        usage_error("%s '%s': MS must be an integer from 0 to %d", opt, arg, MAX_AT_MS);
+    snprintf(buf, sizeof buf, "%.*s", (int)(c2 - c1 - 1), c1 + 1);
+    if (parse_int(buf, &host) != 0 || host >= HOSTS_MAX)
+        usage_error("%s '%s': HOST must be a host index", opt, arg);
+    e->ms = ms;
+    e->host = host;
+    e->spec = arg;
+    if (exec) {
+        e->what = EXEC;
+        e->cmd = c2 + 1;
+        if (*e->cmd == '\0')
+            usage_error("%s '%s': empty command", opt, arg);
+    } else if (strcmp(c2 + 1, "down") == 0) {
+        e->what = LINK_DOWN;
+    } else if (strcmp(c2 + 1, "up") == 0) {
+        e->what = LINK_UP;
+    } else {
+        usage_error("%s '%s': the action must be down or up", opt, arg);
+    }
+    L.nevents++;
+}
+
 static void parse_args(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"timeout", required_argument, NULL, 't'},
         {"pin", no_argument, NULL, 'p'},
         {"tag-output", no_argument, NULL, 'T'},
+        {"hosts", required_argument, NULL, 'H'},
+        {"mtu", required_argument, NULL, 'M'},
+        {"at", required_argument, NULL, 'A'},
+        {"exec-at", required_argument, NULL, 'E'},
+        {"at-from", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int c, have_n = 0;
+    int c, have_n = 0, have_mtu = 0;
 
     opterr = 0;
     /* '+': stop at the program name so its own options are left alone.
@@ -174,12 +250,49 @@ static void parse_args(int argc, char **argv)
         case 'T':
             L.tag = 1;
             break;
+        case 'H':
+            if (parse_int(optarg, &L.nhosts) != 0 || L.nhosts < 1 || L.nhosts > HOSTS_MAX)
+                usage_error("--hosts must be an integer from 1 to %d, not '%s'", HOSTS_MAX, optarg);
+            break;
+        case 'M':
+            if (parse_int(optarg, &L.mtu) != 0 || L.mtu < 68 || L.mtu > 65535)
+                usage_error("--mtu must be an integer from 68 to 65535, not '%s'", optarg);
+            have_mtu = 1;
+            break;
+        case 'A':
+        case 'E':
+            parse_event(c == 'A' ? "--at" : "--exec-at", optarg, c == 'E');
+            break;
+        case 'F':
+            if (optarg[0] == '\0' || optarg[0] == '.' || strchr(optarg, '/') != NULL)
+                usage_error("--at-from needs a key name, not '%s'", optarg);
+            L.at_from = optarg;
+            break;
         case 'h':
             fputs(usage_line, stdout);
             fputs("  -n N            number of ranks (1..4096)\n"
                   "  --timeout S     kill the job after S seconds (exit 124)\n"
                   "  --pin           pin rank i to the (i mod ncpus)-th allowed CPU\n"
-                  "  --tag-output    prefix every output line with \"[rank] \"\n",
+                  "  --tag-output    prefix every output line with \"[rank] \"\n"
+                  "  --hosts H       run the ranks on H hosts (1..256): network namespaces joined\n"
+                  "                  by a bridge; rank r runs on host r % H (needs root; exit 77\n"
+                  "                  without). Host i is namespace svh<pid>-<i> (anonymous, not in\n"
+                  "                  /run/netns) with interface svh<pid>-<i> and address\n"
+                  "                  198.18.0.<i+1>/16 (host 255: 198.18.1.0). Each rank gets\n"
+                  "                  SOFTVIA_HOST, SOFTVIA_HOST_ADDR, SOFTVIA_NETNS, SOFTVIA_HOST_IFACE;\n"
+                  "                  %i and %a in SOFTVIA_DEVICE become its interface and address.\n"
+                  "                  Everything is removed when the launcher exits, even by SIGKILL.\n"
+                  "  --mtu BYTES     MTU of the hosts' links (default 1500)\n"
+                  "  --at MS:HOST:down|up\n"
+                  "                  MS ms after the ranks start, pull HOST's cable (its bridge\n"
+                  "                  port goes down: no carrier, every frame lost; the host keeps\n"
+                  "                  its address and routes) or put it back\n"
+                  "  --exec-at MS:HOST:CMD\n"
+                  "                  MS ms after the ranks start, run /bin/sh -c CMD in HOST's\n"
+                  "                  namespace (with SOFTVIA_HOST* set); a failing CMD fails the\n"
+                  "                  job, one still running when the job ends is killed\n"
+                  "  --at-from KEY   count the MS of --at/--exec-at from the moment a rank\n"
+                  "                  stores KEY (sv_boot_put), not from the ranks' start\n",
                   stdout);
             exit(0);
         case ':':
@@ -194,6 +307,13 @@ static void parse_args(int argc, char **argv)
         usage_error("-n N is required");
     if (optind >= argc)
         usage_error("no program given");
+    if (L.nhosts == 0 && (have_mtu || L.nevents > 0 || L.at_from != NULL))
+        usage_error("--mtu, --at, --exec-at and --at-from need --hosts");
+    for (int i = 0; i < L.nevents; i++)
+        if (L.events[i].host >= L.nhosts)
+            usage_error("'%s': there are only %d hosts", L.events[i].spec, L.nhosts);
+    if (L.at_from != NULL && L.nevents == 0)
+        usage_error("--at-from without --at or --exec-at");
     L.argv = argv + optind;
 }
 
@@ -493,6 +613,11 @@ static _Noreturn void exec_child(int rank, int pipes[2][2])
         _exit(EXIT_INTERNAL);
     if (L.pin)
         pin_self(rank);
+    if (L.nhosts > 0 && hosts_enter(&L.hosts, rank % L.nhosts) != 0) {
+        dprintf(STDERR_FILENO, "softvia-run: rank %d: cannot enter host %d's namespace: %s\n", rank,
+                rank % L.nhosts, strerror(errno));
+        _exit(EXIT_INTERNAL);
+    }
     if (L.tag && (dup2(pipes[0][1], STDOUT_FILENO) < 0 || dup2(pipes[1][1], STDERR_FILENO) < 0))
         _exit(EXIT_INTERNAL);
     /* Give the program the environment it would have had without us. */
@@ -524,6 +649,10 @@ static int spawn(int rank)
     }
     snprintf(rs, sizeof rs, "%d", rank);
     setenv("SOFTVIA_RANK", rs, 1); /* inherited through fork */
+    if (L.nhosts > 0 && hosts_set_env(&L.hosts, rank % L.nhosts, L.device_template) != 0) {
+        complain("out of memory");
+        goto fail;
+    }
     fflush(NULL);                  /* or the child would repeat buffered output */
     pid = fork();
     if (pid < 0) {
@@ -584,6 +713,113 @@ static void escalate(void)
     L.phase = KILLING;
 }
 
+/* ---- scheduled actions (--at, --exec-at) --------------------------------------- */
+
+static int helper_slot(pid_t pid)
+{
+    for (int i = 0; i < MAX_EVENTS; i++)
+        if (L.helpers[i] == pid)
+            return i;
+    return -1;
+}
+
+/* --exec-at: /bin/sh -c CMD in the host's namespace, not waited for here (reap()
+ * collects it), so a slow command does not hold up the loop. */
+static int start_exec(const struct event *e)
+{
+    int slot = helper_slot(0);
+    if (slot < 0 || hosts_set_env(&L.hosts, e->host, L.device_template) != 0) {
+        complain("'%s': no room to start it", e->spec);
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        complain("'%s': fork: %s", e->spec, strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != L.self)
+            _exit(EXIT_INTERNAL);
+        if (hosts_enter(&L.hosts, e->host) != 0) {
+            dprintf(STDERR_FILENO, "softvia-run: '%s': setns: %s\n", e->spec, strerror(errno));
+            _exit(EXIT_INTERNAL);
+        }
+        sigaction(SIGPIPE, &L.old_pipe, NULL);
+        sigaction(SIGCHLD, &L.old_chld, NULL);
+        sigprocmask(SIG_SETMASK, &L.oldmask, NULL);
+        execl("/bin/sh", "sh", "-c", e->cmd, (char *)NULL);
+        _exit(EXIT_NOEXEC);
+    }
+    L.helpers[slot] = pid;
+    L.helper_spec[slot] = e->spec;
+    return 0;
+}
+
+/* A failed action fails the job: the run would not test what it was meant to. */
+static void action_failed(void)
+{
+    decide(EXIT_INTERNAL);
+    begin_shutdown(SIGTERM);
+}
+
+static void run_due_events(int64_t now)
+{
+    if (L.clock_origin < 0)
+        return;
+    for (int i = 0; i < L.nevents && L.phase == RUNNING; i++) {
+        struct event *e = &L.events[i];
+        if (e->done || now < L.clock_origin + e->ms * 1000000)
+            continue;
+        e->done = 1;
+        int rc = e->what == EXEC ? start_exec(e) : hosts_set_link(&L.hosts, e->host, e->what == LINK_UP);
+        if (rc != 0) {
+            complain("scheduled action '%s' failed", e->spec);
+            action_failed();
+        }
+    }
+}
+
+/* --at-from: the clock starts when a rank has stored the key (a file in kv/). */
+static void poll_clock_key(int64_t now)
+{
+    char path[PATH_MAX + 300]; /* job dir + "/kv/" + key */
+    struct stat st;
+    if (L.clock_origin >= 0 || now < L.next_key_poll)
+        return;
+    L.next_key_poll = now + KEY_POLL_NS;
+    snprintf(path, sizeof path, "%s/kv/%s", L.job_dir, L.at_from);
+    if (stat(path, &st) == 0)
+        L.clock_origin = now;
+}
+
+/* When the loop must wake next for the event clock; -1 when it need not. */
+static int64_t next_event_time(void)
+{
+    int64_t t = -1;
+    if (L.nevents == 0 || L.phase != RUNNING)
+        return -1;
+    if (L.clock_origin < 0)
+        return L.next_key_poll;
+    for (int i = 0; i < L.nevents; i++) {
+        int64_t at = L.clock_origin + L.events[i].ms * 1000000;
+        if (!L.events[i].done && (t < 0 || at < t))
+            t = at;
+    }
+    return t;
+}
+
+static void stop_helpers(void)
+{
+    for (int i = 0; i < MAX_EVENTS; i++) {
+        if (L.helpers[i] > 0) {
+            kill(L.helpers[i], SIGKILL);
+            waitpid(L.helpers[i], NULL, 0);
+            L.helpers[i] = 0;
+        }
+    }
+}
+
 static void reap(void)
 {
     int st;
@@ -596,8 +832,19 @@ static void reap(void)
                 found = 1;
             }
         }
-        if (!found)
+        if (!found) {
+            int slot = helper_slot(pid);
+            if (slot >= 0) {
+                L.helpers[slot] = 0;
+                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                    complain("--exec-at '%s' %s %d", L.helper_spec[slot],
+                             WIFEXITED(st) ? "exited with" : "killed by signal",
+                             WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+                    action_failed();
+                }
+            }
             continue;
+        }
         L.live--;
         if (WIFEXITED(st))
             code = WEXITSTATUS(st);
@@ -668,10 +915,13 @@ static void event_loop(struct pollfd *fds, struct stream **who, int *whorank, in
 {
     while (L.live > 0) {
         int wait_ms = -1;
+        int64_t ev = next_event_time();
         if (L.phase == RUNNING && deadline >= 0)
             wait_ms = ms_until(deadline);
         else if (L.phase == STOPPING)
             wait_ms = ms_until(L.kill_at);
+        if (ev >= 0 && (wait_ms < 0 || ms_until(ev) < wait_ms))
+            wait_ms = ms_until(ev);
 
         nfds_t nfds = collect_fds(fds, who, whorank, 1);
         if (poll(fds, nfds, wait_ms) > 0) {
@@ -687,6 +937,11 @@ static void event_loop(struct pollfd *fds, struct stream **who, int *whorank, in
         reap();
 
         int64_t now = now_ns();
+        if (L.nevents > 0 && L.phase == RUNNING) {
+            if (L.at_from != NULL)
+                poll_clock_key(now);
+            run_due_events(now);
+        }
         if (L.phase == RUNNING && deadline >= 0 && now >= deadline && L.live > 0) {
             fprintf(stderr, "softvia-run: timeout after %g s\n", L.timeout);
             decide(EXIT_TIMEOUT);
@@ -714,11 +969,23 @@ static void drain_output(struct pollfd *fds, struct stream **who, int *whorank)
             close_stream(&L.kids[i].s[k], i);
 }
 
+static struct pollfd *fds;
+static struct stream **who;
+static int *whorank;
+
+static void free_buffers(void)
+{
+    free(obuf);
+    free(fds);
+    free(who);
+    free(whorank);
+    free(L.kids);
+    free(L.cpus);
+    free(L.device_template);
+}
+
 int main(int argc, char **argv)
 {
-    struct pollfd *fds;
-    struct stream **who;
-    int *whorank;
     char num[32];
     int64_t deadline = -1;
 
@@ -748,6 +1015,18 @@ int main(int argc, char **argv)
         remove_job_dir();
         return EXIT_INTERNAL;
     }
+    if (L.nhosts > 0) {
+        int rc = hosts_setup(&L.hosts, L.nhosts, L.mtu, L.self, &L.oldmask);
+        if (rc != 0) {
+            remove_job_dir();
+            free_buffers();
+            return rc;
+        }
+        if (getenv("SOFTVIA_DEVICE") != NULL)
+            L.device_template = strdup(getenv("SOFTVIA_DEVICE"));
+        snprintf(num, sizeof num, "%d", L.nhosts);
+        setenv("SOFTVIA_HOST_COUNT", num, 1);
+    }
     snprintf(num, sizeof num, "%d", L.n);
     setenv("SOFTVIA_SIZE", num, 1);
     setenv("SOFTVIA_JOB_DIR", L.job_dir, 1);
@@ -762,17 +1041,17 @@ int main(int argc, char **argv)
             break;
         }
     }
+    if (L.at_from == NULL)
+        L.clock_origin = now_ns();
 
     event_loop(fds, who, whorank, deadline);
     drain_output(fds, who, whorank);
+    stop_helpers();
+    if (L.nhosts > 0)
+        hosts_release(&L.hosts);
     remove_job_dir();
 
-    free(obuf);
-    free(fds);
-    free(who);
-    free(whorank);
-    free(L.kids);
-    free(L.cpus);
+    free_buffers();
 
     if (L.exit_sig != 0) {
         /* Die by the same signal so our caller sees how the job ended. */

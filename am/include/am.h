@@ -268,6 +268,11 @@ typedef struct {
 } amx_counters_t;
 int AMX_GetCounters(ep_t ea, amx_counters_t *c);
 
+/* Requests this endpoint has sent (internal ones included) whose reply, returned
+ * message or implicit credit has not come back yet. 0 means everything sent has been
+ * answered: a program (or a test phase) can poll until then before it moves on. */
+int AMX_Outstanding(ep_t ea, int *n);
+
 /* A readable name of an AM_* code or a returned-message status. Never NULL. */
 const char *AMX_ErrorString(int code);
 const char *AMX_StatusString(int status);

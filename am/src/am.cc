@@ -1256,6 +1256,17 @@ AMX_API int AMX_GetCounters(ep_t ep, amx_counters_t* c) {
     return AM_OK;
 }
 
+AMX_API int AMX_Outstanding(ep_t ep, int* n) {
+    if (!g.inited) return AM_ERR_NOT_INIT;
+    if (!ep_ok(ep) || !n) return AM_ERR_BAD_ARG;
+    int sum = 0;
+    for (Peer* p : ep->peers)
+        if (p->state != P_DEAD)
+            for (const Channel& c : p->ch) sum += c.k - c.credits;
+    *n = sum;
+    return AM_OK;
+}
+
 AMX_API const char* AMX_ErrorString(int code) {
     switch (code) {
         case AM_OK: return "AM_OK";

@@ -7,11 +7,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <thread>
 
 #define AMX_API extern "C" __attribute__((visibility("default")))
 
@@ -33,6 +36,12 @@ struct Global {
     int steering = -1;  // -1: from $AMVIA_STEERING at first use
     long connect_timeout_ms = -1;
     int returned_printed = 0;
+    // One-sided mapping: the listener thread and the knocks it took (see knock()).
+    std::thread listener;
+    std::atomic<bool> listener_stop{false};
+    std::mutex knock_lock;
+    std::vector<std::pair<en_t, uint64_t>> knocks;  // (who knocked, endpoint id knocked at)
+    std::atomic<bool> knocked{false};
     // Freed bundles and endpoints keep their (cleared) memory, so that a stale handle
     // fails its magic check with AM_ERR_BAD_ARG instead of reading freed memory.
     // (Heap vectors never destroyed: they must outlive the leak check at exit.)
@@ -529,6 +538,147 @@ void check_connecting(Endpoint* ep) {
     }
 }
 
+// ---------------------------------------------------------------- one-sided mapping
+// A connection forms when both endpoints run the peer-to-peer requests of AM_Map. An
+// endpoint B that was mapped by A but never maps A back learns of A by a knock: A sends
+// a client/server connect request to the listening discriminator of B's process,
+// carrying A's name and B's endpoint id in its own discriminator. The listener thread
+// queues the knock and rejects the request (a knock never becomes a connection, so no
+// connect can hang half-accepted); B's next poll creates an implicit MAP object for A
+// (no translation entry), whose peer-to-peer requests meet A's, still pending. Replies
+// travel on the request's channel, so B answers A through it.
+constexpr char kListenDisc[] = "AMVIA-listen";
+constexpr size_t kListenDiscLen = sizeof kListenDisc - 1;
+constexpr size_t kKnockDiscLen = 2 + 8 + 8 + 1 + sizeof(en_t{}.nic_addr);
+
+bool parse_knock(const VIP_NET_ADDRESS& ra, en_t* from, uint64_t* to) {
+    const uint8_t* d = ra.HostAddress + ra.HostAddressLen;
+    if (ra.DiscriminatorLen < 19 || d[0] != 'A' || d[1] != 'K') return false;
+    unsigned alen = d[18];
+    if (alen == 0 || alen > sizeof from->nic_addr || ra.DiscriminatorLen != 19 + alen) return false;
+    *from = en_t{};
+    from->magic = AMX_EN_MAGIC;
+    memcpy(&from->ep_id, d + 2, 8);
+    memcpy(to, d + 10, 8);
+    from->nic_addr_len = static_cast<uint16_t>(alen);
+    memcpy(from->nic_addr, d + 19, alen);
+    return from->ep_id != 0;
+}
+
+// The listener thread. With a firmware thread, VipConnectWait sleeps until a request
+// comes (it wakes every 50 ms to see whether to stop). With inline progress a wait
+// would step the NIC without pause, so it looks once (256 NIC steps) every millisecond;
+// a knocker that finds nobody listening (VIP_NO_MATCH) knocks again.
+void listen_loop(bool threaded) {
+    NetAddr la;
+    fill_addr(&la, g.na.LocalNicAddress, g.na.NicAddressLen, reinterpret_cast<const uint8_t*>(kListenDisc),
+              kListenDiscLen);
+    while (!g.listener_stop.load(std::memory_order_relaxed)) {
+        NetAddr ra;
+        memset(&ra, 0, sizeof ra);
+        VIP_CONN_HANDLE conn = nullptr;
+        VIP_RETURN r = VipConnectWait(g.nic, &la.a, threaded ? 50 : 0, &ra.a, nullptr, &conn);
+        if (r == VIP_SUCCESS) {
+            std::pair<en_t, uint64_t> k;
+            if (parse_knock(ra.a, &k.first, &k.second)) {
+                std::lock_guard<std::mutex> lk(g.knock_lock);
+                g.knocks.push_back(k);
+                g.knocked.store(true, std::memory_order_release);
+            }
+            VipConnectReject(conn);
+            continue;
+        }
+        if (!threaded || r != VIP_TIMEOUT) {
+            timespec ts{0, 1000000};
+            nanosleep(&ts, nullptr);
+        }
+    }
+}
+
+void stop_listener() {
+    if (!g.listener.joinable()) return;
+    g.listener_stop.store(true);
+    g.listener.join();
+    std::lock_guard<std::mutex> lk(g.knock_lock);
+    g.knocks.clear();
+    g.knocked.store(false);
+}
+
+void start_listener() {
+    VIP_EXT_PROGRESS_MODE mode = VIP_EXT_PROGRESS_INLINE;
+    VipExtGetProgressMode(g.nic, &mode);
+    g.listener_stop.store(false);
+    g.listener = std::thread(listen_loop, mode == VIP_EXT_PROGRESS_THREAD);
+    // A program that exits without AM_Terminate: the thread stops before anything it
+    // uses is destroyed (atexit handlers run before the destructors of earlier statics).
+    static bool at_exit_set = false;
+    if (!at_exit_set) at_exit_set = atexit(stop_listener) == 0;
+}
+
+// The endpoint of this process with the given id, if any.
+Endpoint* local_endpoint(uint64_t ep_id) {
+    for (Bundle* b : g.bundles)
+        for (Endpoint* ep : b->eps)
+            if (ep->name.ep_id == ep_id) return ep;
+    return nullptr;
+}
+
+// Endpoint ep was knocked at by from: an implicit MAP object for it, unless there is one.
+void map_back(Endpoint* ep, const en_t& from) {
+    for (Peer* p : ep->peers)
+        if (same_name(p->name, from) && p->role != 2 && p->state != P_DEAD) return;
+    Peer* p = nullptr;
+    if (create_peer(ep, from, 0, &p) == AM_OK) p->implicit = true;
+}
+
+// Creates the implicit MAP objects the listener thread was asked for.
+void take_knocks() {
+    std::vector<std::pair<en_t, uint64_t>> ks;
+    {
+        std::lock_guard<std::mutex> lk(g.knock_lock);
+        ks.swap(g.knocks);
+        g.knocked.store(false, std::memory_order_relaxed);
+    }
+    for (auto& k : ks)
+        if (Endpoint* ep = local_endpoint(k.second)) map_back(ep, k.first);
+}
+
+// Asks p's endpoint to map this one back. Knocks again at once if nobody was listening
+// (with inline progress the remote side listens only a few microseconds per
+// millisecond), after a while if the knock was taken (the remote side may have dropped it: an
+// endpoint id it does not have).
+void knock(Peer* p) {
+    Endpoint* ep = p->ep;
+    if (p->name.nic_addr_len == ep->name.nic_addr_len &&
+        memcmp(p->name.nic_addr, ep->name.nic_addr, ep->name.nic_addr_len) == 0) {
+        // Our own NIC: the endpoint is in this process (or nowhere), no need to knock.
+        if (Endpoint* there = local_endpoint(p->name.ep_id)) map_back(there, ep->name);
+        p->next_knock_ms = now_ms() + 200;
+        return;
+    }
+    if (!ep->knock_vi) {
+        VIP_VI_ATTRIBUTES va{};
+        va.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY;
+        va.Ptag = g.ptag;
+        if (VipCreateVi(g.nic, &va, nullptr, nullptr, &ep->knock_vi) != VIP_SUCCESS) {
+            ep->knock_vi = nullptr;
+            p->next_knock_ms = now_ms() + 100;
+            return;
+        }
+    }
+    uint8_t d[kKnockDiscLen] = {'A', 'K'};
+    memcpy(d + 2, &ep->name.ep_id, 8);
+    memcpy(d + 10, &p->name.ep_id, 8);
+    d[18] = static_cast<uint8_t>(ep->name.nic_addr_len);
+    memcpy(d + 19, ep->name.nic_addr, ep->name.nic_addr_len);
+    NetAddr la, ra;
+    fill_addr(&la, ep->name.nic_addr, ep->name.nic_addr_len, d, 19 + ep->name.nic_addr_len);
+    fill_addr(&ra, p->name.nic_addr, p->name.nic_addr_len, reinterpret_cast<const uint8_t*>(kListenDisc),
+              kListenDiscLen);
+    VIP_RETURN r = VipConnectRequest(ep->knock_vi, &la.a, &ra.a, 20, nullptr);
+    p->next_knock_ms = r == VIP_REJECT ? now_ms() + 200 : 0;
+}
+
 // ---------------------------------------------------------------- dispatch
 #define AMX_T0
 #define AMX_T1 AMX_T0, int
@@ -724,6 +874,7 @@ void process_ep(Endpoint* ep, int budget) {
 }
 
 void poll_bundle(Bundle* b) {
+    if (g.knocked.load(std::memory_order_acquire)) take_knocks();
     for (size_t i = 0; i < b->eps.size(); i++) {
         Endpoint* ep = b->eps[i];
         if (!ep->connecting.empty()) check_connecting(ep);
@@ -746,15 +897,19 @@ int send_internal(Peer* p, uint8_t kind, int nargs, const int32_t* args) {
 }
 
 // Waits until the peer is connected; false on timeout or death.
+// A remote endpoint that has not mapped this one back after a moment is knocked at (see
+// knock()): one-sided mapping.
 bool wait_up(Peer* p) {
     if (p->state == P_UP) return true;
-    uint64_t end = now_ms() + uint64_t(connect_timeout());
+    uint64_t start = now_ms(), end = start + uint64_t(connect_timeout());
     for (unsigned turn = 0; p->state == P_CONNECTING; turn++) {
         check_connect(p);
         if (p->state != P_CONNECTING) break;
         poll_bundle(p->ep->bundle);
         if ((turn & 63) == 63) {
-            if (now_ms() > end) return false;
+            uint64_t now = now_ms();
+            if (now > end) return false;
+            if (p->role == 0 && now >= start + 2 && now >= p->next_knock_ms) knock(p);
             sched_yield();
         }
     }
@@ -780,6 +935,7 @@ void free_endpoint(Endpoint* ep) {
     VIP_BOOLEAN q;
     while (VipCQDone(ep->cq, &vi, &q) == VIP_SUCCESS) {
     }
+    if (ep->knock_vi) VipDestroyVi(ep->knock_vi);
     VipDestroyCQ(ep->cq);  // refused if a VI outlived its drain; VipCloseNic frees it then
     if (ep->seg_mh) VipDeregisterMem(g.nic, ep->seg, ep->seg_mh);
     *ep = Endpoint{};  // magic 0
@@ -816,6 +972,7 @@ AMX_API int AM_Init(void) {
     int rc = open_nic();
     if (rc != AM_OK) return rc;
     g.inited = true;
+    start_listener();
     steering_default();
     connect_timeout();
     return AM_OK;
@@ -824,6 +981,7 @@ AMX_API int AM_Init(void) {
 AMX_API int AM_Terminate(void) {
     if (!g.inited) return AM_ERR_NOT_INIT;
     if (in_handler()) return AM_ERR_RESOURCE;
+    stop_listener();
     for (Bundle* b : g.bundles) free_bundle(b);
     g.bundles.clear();
     VipCloseNic(g.nic);

@@ -94,6 +94,8 @@ struct Peer {
     uint64_t rseg_addr = 0, rseg_len = 0;
     uint32_t rseg_memh = 0;
     Peer* twin = nullptr;  // self-mapping: the other half
+    bool implicit = false;  // made for an endpoint that mapped us without our mapping it
+    uint64_t next_knock_ms = 0;  // one-sided mapping: when to ask the remote side again
 };
 
 struct Translation {
@@ -131,6 +133,7 @@ struct amx_endpoint {
     std::vector<amx::Channel*> owed_list;
     std::vector<amx::CqEntry> stash;  // CQ entries AM_WaitSema took, handled by the next poll
     amx_counters_t ctr{};
+    VIP_VI_HANDLE knock_vi = nullptr;  // idle VI that carries knocks (one-sided mapping)
     int expected_endpoints = 0, expected_requests = 0;
 };
 

@@ -11,7 +11,8 @@
  *    EBADTAG, EBADSEGOFF, EBADLENGTH; two replies, a medium reply to a short request, a
  *    request or AM_Poll inside a handler, a token used after its handler -> errors;
  *  - two endpoints of one process in two bundles, AM_MoveEndpoint; a one-sided mapping
- *    (the other endpoint never maps back) -> AM_ERR_NOT_SENT after the connect timeout.
+ *    (the other endpoint never maps back: requests delivered, replies come back); an
+ *    endpoint that does not exist -> AM_ERR_NOT_SENT after the connect timeout.
  */
 #include "am_test.h"
 
@@ -480,14 +481,34 @@ static void two_endpoints(void) {
     AM_EXPECT_RC(AM_FreeBundle(eb2), AM_ERR_BAD_ARG);
     AM_CHECK(AM_FreeBundle(eb3));
 
-    at_phase("one-sided mapping: no connection");
+    at_phase("one-sided mapping");
+    /* lonely never maps ep: ep's request must still be delivered, and the reply reach ep */
     ep_t lonely;
     en_t ln;
     AM_CHECK(AM_AllocateEndpoint(eb, &lonely, &ln));
-    AM_CHECK(AM_Map(ep, 4, ln, 0)); /* lonely never maps ep */
+    AM_CHECK(AM_SetTag(lonely, 777));
+    AM_CHECK(AM_SetHandler(lonely, 1, b_handler));
+    AM_CHECK(AM_Map(ep, 4, ln, 777));
+    b_name = ln;
+    b_got = 0;
+    b_replies = 0;
+    for (int i = 1; i <= 3; i++) {
+        AM_CHECK(AM_Request1(ep, 4, 1, 100 + i));
+        wait_for(&b_replies, i, "the reply from an endpoint that did not map us");
+        AT_EXPECT(b_got == 100 + i, "the unmapping endpoint got %d, want %d", b_got, 100 + i);
+    }
+    AM_EXPECT_RC(AM_GetTranslationInuse(lonely, 0), AM_ERR_RESOURCE); /* nothing mapped there */
+    end_phase();
+
+    at_phase("mapping an endpoint that does not exist");
+    ep_t ghost;
+    en_t gn;
+    AM_CHECK(AM_AllocateEndpoint(eb, &ghost, &gn));
+    AM_CHECK(AM_FreeEndpoint(ghost));
+    AM_CHECK(AM_Map(ep, 5, gn, 0));
     AM_CHECK(AMX_SetConnectTimeout(300));
     uint64_t t0 = at_now_ns();
-    AM_EXPECT_RC(AM_Request0(ep, 4, 1), AM_ERR_NOT_SENT);
+    AM_EXPECT_RC(AM_Request0(ep, 5, 1), AM_ERR_NOT_SENT);
     uint64_t ms = (at_now_ns() - t0) / 1000000;
     AT_EXPECT(ms >= 250 && ms < 5000, "gave up after %llu ms (timeout 300)", (unsigned long long)ms);
     AM_CHECK(AM_FreeEndpoint(lonely));

@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     static char src[65536];
     size_t msizes[] = {1, 8, 100, 1000, 2048, 4095, 4096};
     int nm = (int)(sizeof msizes / sizeof *msizes);
-    at_phase("medium messages, both directions");
+    th_phase("medium messages, both directions");
     uint64_t t0 = at_now_ns();
     size_t mbytes = 0;
     for (int r = 0; r < rounds; r++)
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
         }
     mp_poll_until(&med_done, rounds * nm, "medium messages");
     double ms = (double)(at_now_ns() - t0) / 1e9;
-    at_phase("long messages, both directions");
+    th_phase("long messages, both directions");
     size_t lsizes[] = {1, 4096, 8192, 30000, 65536};
     int nl = (int)(sizeof lsizes / sizeof *lsizes);
     t0 = at_now_ns();
@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
     mp_poll_until(&long_back, rounds * nl, "long replies");
     double ls = (double)(at_now_ns() - t0) / 1e9;
     AM_CHECK(AMX_SPMDBarrier());
-    AT_EXPECT(errors == 0, "%d messages failed their checks", errors);
+    EXPECT(errors == 0, "%d messages failed their checks", errors);
     printf("am_bulk: medium %.1f MB/s, long %.1f MB/s (each direction, with checks)\n", mbytes / ms / 1e6,
            lbytes / ls / 1e6);
     return mp_finish();

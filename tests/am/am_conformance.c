@@ -61,7 +61,7 @@ static void s16(void *t, int a0, int a1, int a2, int a3, int a4, int a5, int a6,
 }
 static void rep3(void *t, int n) {
     (void)t;
-    AT_EXPECT(n == last_nargs, "reply says %d arguments, handler saw %d", n, last_nargs);
+    EXPECT(n == last_nargs, "reply says %d arguments, handler saw %d", n, last_nargs);
     n_rep++;
 }
 
@@ -77,11 +77,11 @@ static int check_pattern(const void *buf, size_t n, int seed) {
 static char reply_buf[4096];
 static void med_req(void *token, void *buf, size_t n, int seed, int want_n) {
     n_medium++;
-    AT_EXPECT(((uintptr_t)buf & 7) == 0, "medium buffer %p not 8-byte aligned", buf);
-    AT_EXPECT(n == (size_t)want_n, "medium length %zu, want %d", n, want_n);
-    AT_EXPECT(check_pattern(buf, n, seed), "medium data of %zu bytes (seed %d) corrupted", n, seed);
+    EXPECT(((uintptr_t)buf & 7) == 0, "medium buffer %p not 8-byte aligned", buf);
+    EXPECT(n == (size_t)want_n, "medium length %zu, want %d", n, want_n);
+    EXPECT(check_pattern(buf, n, seed), "medium data of %zu bytes (seed %d) corrupted", n, seed);
     for (size_t i = 0; i < n; i++) reply_buf[i] = (char)pattern(i, seed + 1);
-    AT_EXPECT(AMX_Reply(token, 5, AMX_MEDIUM, reply_buf, n, 0, 2, (int32_t[]){seed + 1, (int)n}) == AM_OK, "medium reply");
+    EXPECT(AMX_Reply(token, 5, AMX_MEDIUM, reply_buf, n, 0, 2, (int32_t[]){seed + 1, (int)n}) == AM_OK, "medium reply");
 }
 static void med_rep(void *token, void *buf, size_t n, int seed, int want_n) {
     (void)token;
@@ -91,9 +91,9 @@ static void med_rep(void *token, void *buf, size_t n, int seed, int want_n) {
 /* long request: the data is in the segment at buf; answer with a long reply to offset 0 */
 static void long_req(void *token, void *buf, size_t n, int seed, int off) {
     n_long++;
-    AT_EXPECT(buf == seg + off, "long buffer %p, want segment + %d = %p", buf, off, (void *)(seg + off));
-    AT_EXPECT(check_pattern(buf, n, seed), "long data of %zu bytes (seed %d) corrupted", n, seed);
-    AT_EXPECT(AM_ReplyXfer2(token, 0, 7, buf, n, seed, (int)n) == AM_OK, "long reply");
+    EXPECT(buf == seg + off, "long buffer %p, want segment + %d = %p", buf, off, (void *)(seg + off));
+    EXPECT(check_pattern(buf, n, seed), "long data of %zu bytes (seed %d) corrupted", n, seed);
+    EXPECT(AM_ReplyXfer2(token, 0, 7, buf, n, seed, (int)n) == AM_OK, "long reply");
 }
 static void long_rep(void *token, void *buf, size_t n, int seed, int want_n) {
     (void)token;
@@ -102,7 +102,7 @@ static void long_rep(void *token, void *buf, size_t n, int seed, int want_n) {
 }
 static void noreply(void *token, int i) {
     (void)token;
-    AT_EXPECT(i == n_noreply, "reply-free request %d arrived as number %d", i, n_noreply);
+    EXPECT(i == n_noreply, "reply-free request %d arrived as number %d", i, n_noreply);
     n_noreply++;
 }
 static void returned(int status, op_t opcode, void *token) {
@@ -126,13 +126,13 @@ static void probe(void *token, int what) {
     in_handler_rc[6] = what ? AM_ReplyI0(token, 3, reply_buf, 8) : AM_OK;
     in_handler_rc[7] = AM_Reply1(token, 3, 0);
     int second = AM_Reply1(token, 3, 0);
-    AT_EXPECT(second == AM_ERR_BAD_ARG, "second reply -> %s", AMX_ErrorString(second));
+    EXPECT(second == AM_ERR_BAD_ARG, "second reply -> %s", AMX_ErrorString(second));
     saved_token = token;
     n_short++;
 }
 
 static void wait_for(volatile int *c, int want, const char *what) {
-    if (!at_poll_until(eb, c, want, 5000)) AT_FATAL("timed out waiting for %s (%d of %d)", what, *c, want);
+    if (!at_poll_until(eb, c, want, 5000)) FATAL("timed out waiting for %s (%d of %d)", what, *c, want);
 }
 
 /* A phase is over once every request it sent has been answered: a late reply must not
@@ -141,30 +141,30 @@ static void end_phase(void) {
     int left = -1;
     uint64_t end = at_now_ns() + 5000000000ull;
     while (AMX_Outstanding(ep, &left) == AM_OK && left > 0 && at_now_ns() < end) AM_Poll(eb);
-    if (left != 0) AT_FATAL("%d requests still unanswered at the end of the phase", left);
+    if (left != 0) FATAL("%d requests still unanswered at the end of the phase", left);
 }
 
 static void before_init(void) {
-    at_phase("before AM_Init");
+    th_phase("before AM_Init");
     eb_t b;
     uintptr_t len;
     AM_EXPECT_RC(AM_AllocateBundle(AM_SEQ, &b), AM_ERR_NOT_INIT);
     AM_EXPECT_RC(AM_MaxSegLength(&len), AM_ERR_NOT_INIT);
     AM_EXPECT_RC(AM_Terminate(), AM_ERR_NOT_INIT);
     AM_EXPECT_RC(AM_Poll(NULL), AM_ERR_NOT_INIT);
-    AT_EXPECT(AM_MaxShort() == 16, "AM_MaxShort %d", AM_MaxShort());
-    AT_EXPECT(AM_MaxMedium() >= 4096, "AM_MaxMedium %d", AM_MaxMedium());
-    AT_EXPECT(AM_MaxLong() >= 65536, "AM_MaxLong %d", AM_MaxLong());
-    AT_EXPECT(AM_MaxNumHandlers() >= 256, "AM_MaxNumHandlers %d", AM_MaxNumHandlers());
+    EXPECT(AM_MaxShort() == 16, "AM_MaxShort %d", AM_MaxShort());
+    EXPECT(AM_MaxMedium() >= 4096, "AM_MaxMedium %d", AM_MaxMedium());
+    EXPECT(AM_MaxLong() >= 65536, "AM_MaxLong %d", AM_MaxLong());
+    EXPECT(AM_MaxNumHandlers() >= 256, "AM_MaxNumHandlers %d", AM_MaxNumHandlers());
 }
 
 static void setup_calls(void) {
-    at_phase("set-up calls");
+    th_phase("set-up calls");
     AM_CHECK(AM_Init());
     AM_CHECK(AM_Init()); /* a second call is harmless */
     uintptr_t maxseg = 0;
     AM_CHECK(AM_MaxSegLength(&maxseg));
-    AT_EXPECT(maxseg >= (1u << 30), "AM_MaxSegLength %zu", (size_t)maxseg);
+    EXPECT(maxseg >= (1u << 30), "AM_MaxSegLength %zu", (size_t)maxseg);
     AM_EXPECT_RC(AM_MaxSegLength(NULL), AM_ERR_BAD_ARG);
     eb_t b;
     AM_EXPECT_RC(AM_AllocateBundle(AM_PAR, &b), AM_ERR_RESOURCE);
@@ -176,21 +176,21 @@ static void setup_calls(void) {
     AM_EXPECT_RC(AM_AllocateEndpoint((eb_t)&me, &e, NULL), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AM_AllocateEndpoint(eb, NULL, NULL), AM_ERR_BAD_ARG);
     AM_CHECK(AM_AllocateEndpoint(eb, &ep, &me));
-    AT_EXPECT(me.magic == AMX_EN_MAGIC && me.ep_id != 0 && me.nic_addr_len > 0, "endpoint name");
+    EXPECT(me.magic == AMX_EN_MAGIC && me.ep_id != 0 && me.nic_addr_len > 0, "endpoint name");
     /* tags */
     tag_t t = 1;
     AM_CHECK(AM_GetTag(ep, &t));
-    AT_EXPECT(t == AM_NONE, "a new endpoint's tag is AM_NONE, not %llu", (unsigned long long)t);
+    EXPECT(t == AM_NONE, "a new endpoint's tag is AM_NONE, not %llu", (unsigned long long)t);
     AM_CHECK(AM_SetTag(ep, TAG));
     AM_CHECK(AM_GetTag(ep, &t));
-    AT_EXPECT(t == TAG, "tag %llu", (unsigned long long)t);
+    EXPECT(t == TAG, "tag %llu", (unsigned long long)t);
     AM_EXPECT_RC(AM_GetTag(ep, NULL), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AM_SetTag(NULL, 1), AM_ERR_BAD_ARG);
     /* segments */
     void *a;
     uintptr_t n;
     AM_CHECK(AM_GetSeg(ep, &a, &n));
-    AT_EXPECT(a == NULL && n == 0, "no segment at first");
+    EXPECT(a == NULL && n == 0, "no segment at first");
     void *unmapped = mmap(NULL, 1 << 16, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     munmap(unmapped, 1 << 16);
     AM_EXPECT_RC(AM_SetSeg(ep, unmapped, 1 << 16), AM_ERR_BAD_ARG);
@@ -198,19 +198,19 @@ static void setup_calls(void) {
     memset(seg, 0, SEG);
     AM_CHECK(AM_SetSeg(ep, seg, SEG));
     AM_CHECK(AM_GetSeg(ep, &a, &n));
-    AT_EXPECT(a == seg && n == SEG, "segment %p/%zu", a, (size_t)n);
+    EXPECT(a == seg && n == SEG, "segment %p/%zu", a, (size_t)n);
     AM_EXPECT_RC(AM_GetSeg(ep, NULL, &n), AM_ERR_BAD_ARG);
     /* handlers */
     int nh = 0;
     AM_CHECK(AM_GetNumHandlers(ep, &nh));
-    AT_EXPECT(nh >= 256, "%d handlers", nh);
+    EXPECT(nh >= 256, "%d handlers", nh);
     AM_EXPECT_RC(AM_SetNumHandlers(ep, 0), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AM_SetNumHandlers(ep, 257), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AM_SetHandler(ep, 1, NULL), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AM_SetHandler(NULL, 1, (amx_handler_fn_t)s0), AM_ERR_BAD_ARG);
     handler_t any = 0;
     AM_CHECK(AM_SetHandlerAny(ep, &any, s0));
-    AT_EXPECT(any == 1, "AM_SetHandlerAny picked %d, want 1", any);
+    EXPECT(any == 1, "AM_SetHandlerAny picked %d, want 1", any);
     AM_EXPECT_RC(AM_SetHandlerAny(ep, NULL, s0), AM_ERR_BAD_ARG);
     AM_CHECK(AM_SetHandler(ep, 0, returned));
     AM_CHECK(AM_SetHandler(ep, 3, rep3));
@@ -231,7 +231,7 @@ static void setup_calls(void) {
     /* translations */
     int nt = 0;
     AM_CHECK(AM_GetNumTranslations(ep, &nt));
-    AT_EXPECT(nt >= 1, "%d translations", nt);
+    EXPECT(nt >= 1, "%d translations", nt);
     AM_CHECK(AM_MaxNumTranslations(&nt));
     AM_EXPECT_RC(AM_Map(ep, -1, me, TAG), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AM_Map(ep, 1 << 20, me, TAG), AM_ERR_BAD_ARG);
@@ -248,27 +248,27 @@ static void setup_calls(void) {
     AM_CHECK(AM_Map(ep, 1, me, 0x999)); /* the same endpoint with a wrong tag */
     int idx = -1;
     AM_CHECK(AM_MapAny(ep, &idx, me, TAG));
-    AT_EXPECT(idx == 2, "AM_MapAny picked %d, want 2", idx);
+    EXPECT(idx == 2, "AM_MapAny picked %d, want 2", idx);
     tag_t tt;
     en_t nm;
     AM_CHECK(AM_GetTranslationTag(ep, 1, &tt));
-    AT_EXPECT(tt == 0x999, "translation tag");
+    EXPECT(tt == 0x999, "translation tag");
     AM_CHECK(AM_GetTranslationName(ep, 2, &nm));
-    AT_EXPECT(memcmp(&nm, &me, sizeof me) == 0, "translation name");
+    EXPECT(memcmp(&nm, &me, sizeof me) == 0, "translation name");
     AM_EXPECT_RC(AM_GetTranslationTag(ep, 5, &tt), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AM_SetNumTranslations(ep, 2), AM_ERR_RESOURCE); /* index 2 is in use */
     AM_CHECK(AM_UnMap(ep, 2));
     AM_EXPECT_RC(AM_UnMap(ep, 2), AM_ERR_BAD_ARG);
     AM_CHECK(AM_SetNumTranslations(ep, 8));
     AM_CHECK(AM_GetNumTranslations(ep, &nt));
-    AT_EXPECT(nt == 8, "%d translations after setting 8", nt);
+    EXPECT(nt == 8, "%d translations after setting 8", nt);
     AM_EXPECT_RC(AM_SetNumTranslations(ep, 0), AM_ERR_BAD_ARG);
     AM_CHECK(AM_SetExpectedResources(ep, 4, 64));
     AM_EXPECT_RC(AM_SetExpectedResources(ep, -1, 0), AM_ERR_BAD_ARG);
     /* events */
     int mask = -1;
     AM_CHECK(AM_GetEventMask(eb, &mask));
-    AT_EXPECT(mask == AM_NOEVENTS, "mask %d", mask);
+    EXPECT(mask == AM_NOEVENTS, "mask %d", mask);
     AM_EXPECT_RC(AM_SetEventMask(eb, 99), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AM_WaitSema(eb), AM_ERR_BAD_ARG); /* AM_NOEVENTS would never return */
     /* tokens outside handlers */
@@ -279,7 +279,7 @@ static void setup_calls(void) {
 }
 
 static void short_messages(void) {
-    at_phase("short requests, every arity");
+    th_phase("short requests, every arity");
     struct { int h, n; } cases[] = {{1, 0}, {10, 1}, {11, 2}, {12, 3}, {13, 4}, {14, 8}, {15, 15}, {16, 16}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int n = cases[c].n, before = n_rep;
@@ -302,8 +302,8 @@ static void short_messages(void) {
                 break;
         }
         wait_for(&n_rep, before + 1, "short reply");
-        AT_EXPECT(last_nargs == n, "handler of arity %d saw %d arguments", n, last_nargs);
-        for (int i = 0; i < n; i++) AT_EXPECT(last_args[i] == v[i], "arity %d argument %d: %d, want %d", n, i, last_args[i], v[i]);
+        EXPECT(last_nargs == n, "handler of arity %d saw %d arguments", n, last_nargs);
+        for (int i = 0; i < n; i++) EXPECT(last_args[i] == v[i], "arity %d argument %d: %d, want %d", n, i, last_args[i], v[i]);
     }
     /* handler 255 (the last of 256) */
     int before = n_rep;
@@ -312,7 +312,7 @@ static void short_messages(void) {
 }
 
 static void bulk_messages(void) {
-    at_phase("medium requests and replies");
+    th_phase("medium requests and replies");
     static char src[65536];
     size_t sizes[] = {0, 1, 7, 100, 4095, 4096};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
@@ -323,9 +323,9 @@ static void bulk_messages(void) {
         AM_CHECK(AM_RequestI2(ep, 0, 4, src, n, (int)i, (int)n));
         memset(src, 0, n); /* the data was copied: the source is ours again */
         wait_for(&n_rep, before + 1, "medium reply");
-        AT_EXPECT(bulk_ok, "medium reply of %zu bytes", n);
+        EXPECT(bulk_ok, "medium reply of %zu bytes", n);
     }
-    at_phase("long requests and replies");
+    th_phase("long requests and replies");
     size_t lsizes[] = {0, 8, 4096, 9000, 65536};
     int offs[] = {0, 8, 4096, 65536, 65536};
     for (size_t i = 0; i < sizeof lsizes / sizeof *lsizes; i++) {
@@ -342,22 +342,22 @@ static void bulk_messages(void) {
             AM_CHECK(r);
         }
         wait_for(&n_rep, before + 1, "long reply");
-        AT_EXPECT(bulk_ok, "long reply of %zu bytes at offset %d", n, offs[i]);
+        EXPECT(bulk_ok, "long reply of %zu bytes at offset %d", n, offs[i]);
     }
 }
 
 static void implicit_credits(void) {
-    at_phase("1000 reply-free requests");
+    th_phase("1000 reply-free requests");
     for (int i = 0; i < 1000; i++) AM_CHECK(AM_Request1(ep, 0, 8, i));
     wait_for(&n_noreply, 1000, "reply-free requests");
     amx_counters_t c;
     AM_CHECK(AMX_GetCounters(ep, &c));
-    AT_EXPECT(c.credit_msgs_sent > 0 && c.credit_msgs_sent < 1000, "credit messages %llu (batched)",
+    EXPECT(c.credit_msgs_sent > 0 && c.credit_msgs_sent < 1000, "credit messages %llu (batched)",
               (unsigned long long)c.credit_msgs_sent);
 }
 
 static void bad_input(void) {
-    at_phase("bad input to requests");
+    th_phase("bad input to requests");
     static char big[AMX_MAX_LONG + 1];
     AM_EXPECT_RC(AM_Request0(ep, 5, 1), AM_ERR_BAD_ARG);   /* unmapped index */
     AM_EXPECT_RC(AM_Request0(ep, -1, 1), AM_ERR_BAD_ARG);
@@ -370,7 +370,7 @@ static void bad_input(void) {
     AM_EXPECT_RC(AMX_Request(ep, 0, 1, AMX_SHORT, NULL, 0, 0, 17, (int32_t[17]){0}), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AMX_Request(ep, 0, 1, 9, NULL, 0, 0, 0, NULL), AM_ERR_BAD_ARG);
 
-    at_phase("returned messages");
+    th_phase("returned messages");
     struct { const char *what; int status, opcode; } want[] = {
         {"unset handler", EBADHANDLER, AM_REQUEST_M}, {"wrong tag", EBADTAG, AM_REQUEST_M},
         {"segment offset", EBADSEGOFF, AM_REQUEST_XFER_M}, {"segment length", EBADLENGTH, AM_REQUEST_XFER_M},
@@ -386,17 +386,17 @@ static void bad_input(void) {
             case 4: AM_CHECK(AM_RequestI0(ep, 0, 200, big, 100)); break;
         }
         wait_for(&n_returned, before + 1, want[i].what);
-        AT_EXPECT(ret_status == want[i].status && ret_opcode == want[i].opcode, "%s: status %s opcode %d, want %s opcode %d",
+        EXPECT(ret_status == want[i].status && ret_opcode == want[i].opcode, "%s: status %s opcode %d, want %s opcode %d",
                   want[i].what, AMX_StatusString(ret_status), ret_opcode, AMX_StatusString(want[i].status),
                   want[i].opcode);
-        if (i == 1) AT_EXPECT(ret_tag == 0x999, "returned message's tag %llx", (unsigned long long)ret_tag);
+        if (i == 1) EXPECT(ret_tag == 0x999, "returned message's tag %llx", (unsigned long long)ret_tag);
     }
     /* the credits of returned requests came back: 100 more requests still go through */
     int before = n_rep;
     for (int i = 0; i < 100; i++) AM_CHECK(AM_Request0(ep, 0, 1));
     wait_for(&n_rep, before + 100, "requests after returned ones");
 
-    at_phase("inside a handler");
+    th_phase("inside a handler");
     int rep_before = n_rep;
     before = n_short;
     AM_CHECK(AM_Request1(ep, 0, 9, 1));
@@ -418,19 +418,19 @@ static void bad_input(void) {
 }
 
 static void events(void) {
-    at_phase("event mask and AM_WaitSema");
+    th_phase("event mask and AM_WaitSema");
     AM_CHECK(AM_SetEventMask(eb, AM_NOTEMPTY));
     int before = n_rep, left = 0;
     AM_CHECK(AM_Request0(ep, 0, 1));
     /* its credit comes back only when a poll handles the reply */
     AM_CHECK(AMX_Outstanding(ep, &left));
-    AT_EXPECT(left >= 1, "%d requests outstanding right after a request", left);
+    EXPECT(left >= 1, "%d requests outstanding right after a request", left);
     AM_EXPECT_RC(AMX_Outstanding(NULL, &left), AM_ERR_BAD_ARG);
     AM_EXPECT_RC(AMX_Outstanding(ep, NULL), AM_ERR_BAD_ARG);
     AM_CHECK(AM_WaitSema(eb));
     int mask = -1;
     AM_CHECK(AM_GetEventMask(eb, &mask));
-    AT_EXPECT(mask == AM_NOEVENTS, "mask after the event: %d", mask);
+    EXPECT(mask == AM_NOEVENTS, "mask after the event: %d", mask);
     wait_for(&n_rep, before + 1, "the reply after WaitSema");
 }
 
@@ -443,13 +443,13 @@ static void b_handler(void *token, int v) {
 }
 static void b_reply(void *token, int v) {
     en_t src;
-    AT_EXPECT(AM_GetSourceEndpoint(token, &src) == AM_OK && src.ep_id == b_name.ep_id, "reply from %llx, want %llx",
+    EXPECT(AM_GetSourceEndpoint(token, &src) == AM_OK && src.ep_id == b_name.ep_id, "reply from %llx, want %llx",
               (unsigned long long)src.ep_id, (unsigned long long)b_name.ep_id);
-    AT_EXPECT(v == b_got, "reply carries %d, the request %d", v, b_got);
+    EXPECT(v == b_got, "reply carries %d, the request %d", v, b_got);
     b_replies++;
 }
 static void two_endpoints(void) {
-    at_phase("two endpoints, two bundles");
+    th_phase("two endpoints, two bundles");
     eb_t eb2, eb3;
     ep_t ep2;
     en_t n2;
@@ -473,15 +473,15 @@ static void two_endpoints(void) {
         AM_Poll(eb);
         if (turn == 10) AM_CHECK(AM_Request1(ep, 3, 1, 77));
     }
-    AT_EXPECT(b_got == 77, "the other endpoint got %d", b_got);
+    EXPECT(b_got == 77, "the other endpoint got %d", b_got);
     for (end = at_now_ns() + 5000000000ull; b_replies == 0 && at_now_ns() < end;) AM_Poll(eb);
-    AT_EXPECT(b_replies == 1, "%d replies from the other endpoint, want 1", b_replies);
+    EXPECT(b_replies == 1, "%d replies from the other endpoint, want 1", b_replies);
     AM_CHECK(AM_FreeBundle(eb2));
     AM_CHECK(AM_FreeEndpoint(ep2));
     AM_EXPECT_RC(AM_FreeBundle(eb2), AM_ERR_BAD_ARG);
     AM_CHECK(AM_FreeBundle(eb3));
 
-    at_phase("one-sided mapping");
+    th_phase("one-sided mapping");
     /* lonely never maps ep: ep's request must still be delivered, and the reply reach ep */
     ep_t lonely;
     en_t ln;
@@ -495,12 +495,12 @@ static void two_endpoints(void) {
     for (int i = 1; i <= 3; i++) {
         AM_CHECK(AM_Request1(ep, 4, 1, 100 + i));
         wait_for(&b_replies, i, "the reply from an endpoint that did not map us");
-        AT_EXPECT(b_got == 100 + i, "the unmapping endpoint got %d, want %d", b_got, 100 + i);
+        EXPECT(b_got == 100 + i, "the unmapping endpoint got %d, want %d", b_got, 100 + i);
     }
     AM_EXPECT_RC(AM_GetTranslationInuse(lonely, 0), AM_ERR_RESOURCE); /* nothing mapped there */
     end_phase();
 
-    at_phase("mapping an endpoint that does not exist");
+    th_phase("mapping an endpoint that does not exist");
     ep_t ghost;
     en_t gn;
     AM_CHECK(AM_AllocateEndpoint(eb, &ghost, &gn));
@@ -510,7 +510,7 @@ static void two_endpoints(void) {
     uint64_t t0 = at_now_ns();
     AM_EXPECT_RC(AM_Request0(ep, 5, 1), AM_ERR_NOT_SENT);
     uint64_t ms = (at_now_ns() - t0) / 1000000;
-    AT_EXPECT(ms >= 250 && ms < 5000, "gave up after %llu ms (timeout 300)", (unsigned long long)ms);
+    EXPECT(ms >= 250 && ms < 5000, "gave up after %llu ms (timeout 300)", (unsigned long long)ms);
     AM_CHECK(AM_FreeEndpoint(lonely));
     AM_EXPECT_RC(AM_FreeEndpoint(lonely), AM_ERR_BAD_ARG);
 }
@@ -530,10 +530,10 @@ int main(void) {
     events();
     end_phase();
     two_endpoints();
-    at_phase("teardown");
+    th_phase("teardown");
     AM_CHECK(AM_Terminate());
     AM_EXPECT_RC(AM_Poll(eb), AM_ERR_NOT_INIT);
     AM_EXPECT_RC(AM_Request0(ep, 0, 1), AM_ERR_NOT_INIT);
     free(seg);
-    return at_result();
+    return th_result();
 }

@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
     /* rank r writes only indexes i with i % size == r, so writers never collide */
     int per = WORDS / mp_size;
     if (ops > per) ops = per;
-    at_phase("puts");
+    th_phase("puts");
     uint32_t s = 12345u + (uint32_t)mp_rank;
     uint64_t t0 = at_now_ns();
     for (int k = 0; k < ops; k++) {
@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
     mp_poll_until(&acks, ops, "put acknowledgements");
     double put_us = (double)(at_now_ns() - t0) / 1e3 / ops;
     AM_CHECK(AMX_SPMDBarrier());
-    at_phase("gets");
+    th_phase("gets");
     s = 12345u + (uint32_t)mp_rank;
     t0 = at_now_ns();
     int bad = 0;
@@ -68,11 +68,11 @@ int main(int argc, char **argv) {
         AM_CHECK(AM_Request1(mp_ep, dest, 3, idx));
         mp_poll_until(&gets_back, k + 1, "get reply"); /* blocking get: one at a time */
         if (got_value != want && bad++ < 5)
-            AT_EXPECT(got_value == want, "get of word %d at rank %d: %llx, want %llx", idx, dest,
+            EXPECT(got_value == want, "get of word %d at rank %d: %llx, want %llx", idx, dest,
                       (unsigned long long)got_value, (unsigned long long)want);
     }
     double get_us = (double)(at_now_ns() - t0) / 1e3 / ops;
-    AT_EXPECT(bad == 0, "%d gets returned wrong words", bad);
+    EXPECT(bad == 0, "%d gets returned wrong words", bad);
     printf("am_getput: %d puts (pipelined) %.3f us each, %d blocking gets %.3f us each\n", ops, put_us, ops, get_us);
     return mp_finish();
 }

@@ -14,16 +14,16 @@ static inline void mp_start(const char *prog, int want_size, uintptr_t seg_bytes
     mp_size = AMX_SPMDNumProcs();
     snprintf(name, sizeof name, "%s[rank %d/%d]", prog, mp_rank, mp_size);
     at_init(name, watchdog_s);
-    if (want_size > 0 && mp_size != want_size) AT_FATAL("needs softvia-run -n %d", want_size);
-    if (want_size < 0 && mp_size < -want_size) AT_FATAL("needs at least %d ranks", -want_size);
+    if (want_size > 0 && mp_size != want_size) FATAL("needs softvia-run -n %d", want_size);
+    if (want_size < 0 && mp_size < -want_size) FATAL("needs at least %d ranks", -want_size);
 }
 
 static inline void mp_poll_until(volatile int *flag, int want, const char *what) {
-    if (!at_poll_until(mp_eb, flag, want, 30000)) AT_FATAL("timed out waiting for %s (%d of %d)", what, *flag, want);
+    if (!at_poll_until(mp_eb, flag, want, 30000)) FATAL("timed out waiting for %s (%d of %d)", what, *flag, want);
 }
 
 static inline int mp_finish(void) {
     AM_CHECK(AMX_SPMDExit());
-    return at_result();
+    return th_result();
 }
 #endif

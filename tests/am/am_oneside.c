@@ -31,21 +31,21 @@ static int source_rank(void *token) {
 
 /* rank 0 */
 static void on_short(void *token, int from, int v) {
-    AT_EXPECT(source_rank(token) == from, "short request says rank %d, source is rank %d", from, source_rank(token));
+    EXPECT(source_rank(token) == from, "short request says rank %d, source is rank %d", from, source_rank(token));
     got_short++;
     AM_Reply2(token, 10, from, v + 1);
 }
 static void on_medium(void *token, void *buf, size_t n, int from) {
     int ok = n == MEDIUM && source_rank(token) == from;
     for (size_t i = 0; ok && i < n; i++) ok = ((uint8_t *)buf)[i] == pattern(i, from);
-    AT_EXPECT(ok, "medium request from rank %d: %zu bytes, data or source wrong", from, n);
+    EXPECT(ok, "medium request from rank %d: %zu bytes, data or source wrong", from, n);
     got_medium++;
     AM_ReplyI1(token, 11, buf, n, from);
 }
 static void on_long(void *token, void *buf, size_t n, int from) {
     int ok = n == LONG && buf == seg + (size_t)from * LONG;
     for (size_t i = 0; ok && i < n; i++) ok = ((uint8_t *)buf)[i] == pattern(i, from + 50);
-    AT_EXPECT(ok, "long request from rank %d: %zu bytes at %p, data or place wrong", from, n, buf);
+    EXPECT(ok, "long request from rank %d: %zu bytes at %p, data or place wrong", from, n, buf);
     got_long++;
     AM_Reply1(token, 12, from);
 }
@@ -54,24 +54,24 @@ static void on_long(void *token, void *buf, size_t n, int from) {
 static volatile int want_v;
 static void short_reply(void *token, int from, int v) {
     (void)token;
-    AT_EXPECT(from == rank && v == want_v, "short reply %d/%d, want %d/%d", from, v, rank, want_v);
+    EXPECT(from == rank && v == want_v, "short reply %d/%d, want %d/%d", from, v, rank, want_v);
     replies++;
 }
 static void medium_reply(void *token, void *buf, size_t n, int from) {
     (void)token;
     int ok = n == MEDIUM && from == rank;
     for (size_t i = 0; ok && i < n; i++) ok = ((uint8_t *)buf)[i] == pattern(i, rank);
-    AT_EXPECT(ok, "medium reply of %zu bytes wrong", n);
+    EXPECT(ok, "medium reply of %zu bytes wrong", n);
     replies++;
 }
 static void long_reply(void *token, int from) {
     (void)token;
-    AT_EXPECT(from == rank, "long reply for rank %d", from);
+    EXPECT(from == rank, "long reply for rank %d", from);
     replies++;
 }
 
 static void wait_replies(int want, const char *what) {
-    if (!at_poll_until(eb, &replies, want, 20000)) AT_FATAL("timed out waiting for %s (%d of %d)", what, replies, want);
+    if (!at_poll_until(eb, &replies, want, 20000)) FATAL("timed out waiting for %s (%d of %d)", what, replies, want);
 }
 
 int main(void) {
@@ -90,10 +90,10 @@ int main(void) {
     AM_CHECK(AM_SetTag(ep, TAG));
     AM_CHECK(AM_SetSeg(ep, seg, SEG));
     names = calloc((size_t)size, sizeof *names);
-    if (!names || sv_boot_allgather(&me, sizeof me, names, BOOT_MS) != 0) AT_FATAL("exchanging endpoint names");
+    if (!names || sv_boot_allgather(&me, sizeof me, names, BOOT_MS) != 0) FATAL("exchanging endpoint names");
 
     if (rank == 0) {
-        at_phase("serving ranks that mapped us (we map nobody)");
+        th_phase("serving ranks that mapped us (we map nobody)");
         AM_CHECK(AM_SetHandler(ep, 1, on_short));
         AM_CHECK(AM_SetHandler(ep, 2, on_medium));
         AM_CHECK(AM_SetHandler(ep, 3, on_long));
@@ -103,8 +103,8 @@ int main(void) {
         int wants[] = {others * SHORTS, others, others};
         for (int c = 0; c < 3; c++)
             if (!at_poll_until(eb, counters[c], wants[c], 30000))
-                AT_FATAL("timed out: %d of %d requests of kind %d", *counters[c], wants[c], c);
-        AT_EXPECT(AM_GetTranslationInuse(ep, 1) == AM_ERR_RESOURCE, "rank 0 has a translation it never made");
+                FATAL("timed out: %d of %d requests of kind %d", *counters[c], wants[c], c);
+        EXPECT(AM_GetTranslationInuse(ep, 1) == AM_ERR_RESOURCE, "rank 0 has a translation it never made");
         /* keep polling (replies must leave) until every rank has its replies */
         for (int r = 1; r < size; r++) {
             char key[32];
@@ -113,11 +113,11 @@ int main(void) {
             uint64_t end = at_now_ns() + 30000000000ull;
             while (sv_boot_get(key, &flag, sizeof flag, NULL, 0) != 0) {
                 AM_Poll(eb);
-                if (at_now_ns() > end) AT_FATAL("rank %d never finished", r);
+                if (at_now_ns() > end) FATAL("rank %d never finished", r);
             }
         }
     } else {
-        at_phase("requests to a rank that never maps us");
+        th_phase("requests to a rank that never maps us");
         AM_CHECK(AM_SetHandler(ep, 10, short_reply));
         AM_CHECK(AM_SetHandler(ep, 11, medium_reply));
         AM_CHECK(AM_SetHandler(ep, 12, long_reply));
@@ -139,11 +139,11 @@ int main(void) {
         char key[32];
         snprintf(key, sizeof key, "oneside-done-%d", rank);
         int one = 1;
-        if (sv_boot_put(key, &one, sizeof one) != 0) AT_FATAL("sv_boot_put");
+        if (sv_boot_put(key, &one, sizeof one) != 0) FATAL("sv_boot_put");
     }
-    at_phase("teardown");
-    if (sv_boot_barrier(BOOT_MS) != 0) AT_FATAL("final barrier");
+    th_phase("teardown");
+    if (sv_boot_barrier(BOOT_MS) != 0) FATAL("final barrier");
     AM_CHECK(AM_Terminate());
     free(names);
-    return at_result();
+    return th_result();
 }

@@ -42,30 +42,30 @@ int main(int argc, char **argv) {
     AM_CHECK(AM_SetHandler(mp_ep, 3, long_req));
     AM_CHECK(AMX_SPMDBarrier());
     if (mp_rank == 1) {
-        at_phase("rank 1 serving until it dies");
+        th_phase("rank 1 serving until it dies");
         for (;;) AM_Poll(mp_eb);
     }
-    at_phase("rank 0 sending to a rank that dies");
+    th_phase("rank 0 sending to a rank that dies");
     static char buf[65536];
     uint64_t t0 = at_now_ns();
     int rc = AM_OK, sent = 0;
     while (rc == AM_OK) {
         rc = is_long ? AM_RequestXfer1(mp_ep, 1, 0, 3, buf, sizeof buf, sent) : AM_Request1(mp_ep, 1, 1, sent);
         if (rc == AM_OK) sent++;
-        if (at_now_ns() - t0 > 20000000000ull) AT_FATAL("still sending after 20 s: the death was not noticed");
+        if (at_now_ns() - t0 > 20000000000ull) FATAL("still sending after 20 s: the death was not noticed");
     }
     double secs = (double)(at_now_ns() - t0) / 1e9;
     printf("am_peer_exit: %d requests sent, %d replies, then %s after %.2f s; %d came back EUNREACHABLE\n", sent, replies,
            AMX_ErrorString(rc), secs, unreachable);
-    AT_EXPECT(rc == AM_ERR_NOT_SENT, "the request after the death returned %s", AMX_ErrorString(rc));
-    AT_EXPECT(sent >= (is_long ? 49 : 499), "only %d requests went out before the death", sent);
-    AT_EXPECT(replies + unreachable == sent, "%d replies + %d returned != %d sent", replies, unreachable, sent);
-    AT_EXPECT(unreachable >= 1, "no request came back EUNREACHABLE");
-    AT_EXPECT(other_returned == 0, "%d returned with another status", other_returned);
+    EXPECT(rc == AM_ERR_NOT_SENT, "the request after the death returned %s", AMX_ErrorString(rc));
+    EXPECT(sent >= (is_long ? 49 : 499), "only %d requests went out before the death", sent);
+    EXPECT(replies + unreachable == sent, "%d replies + %d returned != %d sent", replies, unreachable, sent);
+    EXPECT(unreachable >= 1, "no request came back EUNREACHABLE");
+    EXPECT(other_returned == 0, "%d returned with another status", other_returned);
     /* everything else about the dead rank answers at once, without hanging */
     AM_EXPECT_RC(AM_Request0(mp_ep, 1, 1), AM_ERR_NOT_SENT);
     AM_EXPECT_RC(AM_Poll(mp_eb), AM_OK);
     AM_EXPECT_RC(AMX_SPMDBarrier(), AM_ERR_NOT_SENT);
     AM_CHECK(AM_Terminate());
-    return at_result();
+    return th_result();
 }

@@ -43,32 +43,32 @@ int main(int argc, char **argv) {
     AM_CHECK(AM_SetHandler(mp_ep, 3, stream_req));
     AM_CHECK(AM_SetHandler(mp_ep, 4, stream_rep));
     AM_CHECK(AMX_SPMDBarrier());
-    at_phase("ping-pong");
+    th_phase("ping-pong");
     if (mp_rank == 0) {
         uint64_t t0 = at_now_ns();
         for (int i = 0; i < iters; i++) {
             AM_CHECK(AM_Request1(mp_ep, 1, 1, i * 3));
             mp_poll_until(&pongs, i + 1, "pong");
-            if (pong_val != i * 3 + 1) AT_FATAL("pong %d carried %d, want %d", i, pong_val, i * 3 + 1);
+            if (pong_val != i * 3 + 1) FATAL("pong %d carried %d, want %d", i, pong_val, i * 3 + 1);
         }
         double us = (double)(at_now_ns() - t0) / 1e3 / iters / 2;
         printf("am_pingpong: %d round trips, one-way %.3f us (mean)\n", iters, us);
     }
     AM_CHECK(AMX_SPMDBarrier());
-    if (mp_rank == 1) AT_EXPECT(pings_seen == iters, "saw %d pings, want %d", pings_seen, iters);
-    at_phase("pipelined pings");
+    if (mp_rank == 1) EXPECT(pings_seen == iters, "saw %d pings, want %d", pings_seen, iters);
+    th_phase("pipelined pings");
     if (mp_rank == 0) {
         uint64_t t0 = at_now_ns();
         for (int i = 0; i < pipeline; i++) AM_CHECK(AM_Request1(mp_ep, 1, 3, i));
         mp_poll_until(&stream_replies, pipeline, "stream replies");
         double s = (double)(at_now_ns() - t0) / 1e9;
         long long want = (long long)pipeline * (pipeline - 1) / 2;
-        AT_EXPECT(stream_sum == want, "sum of replied sequence numbers %lld, want %lld", stream_sum, want);
+        EXPECT(stream_sum == want, "sum of replied sequence numbers %lld, want %lld", stream_sum, want);
         printf("am_pingpong: %d pipelined requests, %.0f messages/s\n", pipeline, pipeline / s);
     }
     AM_CHECK(AMX_SPMDBarrier());
     if (mp_rank == 1) {
-        AT_EXPECT(stream_next == pipeline && stream_bad == 0, "stream: next %d (want %d), %d out of order", stream_next,
+        EXPECT(stream_next == pipeline && stream_bad == 0, "stream: next %d (want %d), %d out of order", stream_next,
                   pipeline, stream_bad);
     }
     return mp_finish();

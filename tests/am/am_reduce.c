@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
     AM_CHECK(AM_SetHandler(mp_ep, 2, add_vector));
     AM_CHECK(AM_SetHandler(mp_ep, 3, got_result));
     AM_CHECK(AMX_SPMDBarrier());
-    at_phase("contributions to rank 0");
+    th_phase("contributions to rank 0");
     for (int i = 0; i < count; i++) {
         long long v = value(mp_rank, i);
         AM_CHECK(AM_Request2(mp_ep, 0, 1, (int)(v >> 32), (int)(uint32_t)v));
@@ -51,18 +51,18 @@ int main(int argc, char **argv) {
         AM_CHECK(AM_RequestI0(mp_ep, 0, 2, vec, sizeof vec));
     }
     if (mp_rank == 0) {
-        at_phase("rank 0 adds up");
+        th_phase("rank 0 adds up");
         mp_poll_until(&contributions, count * mp_size, "contributions");
         mp_poll_until(&vectors, 4 * mp_size, "vectors");
         long long want = 0;
         for (int r = 0; r < mp_size; r++)
             for (int i = 0; i < count; i++) want += value(r, i);
-        AT_EXPECT(total == want, "sum %lld, want %lld", total, want);
+        EXPECT(total == want, "sum %lld, want %lld", total, want);
         long long ranks = (long long)mp_size * (mp_size + 1) / 2;
         for (int i = 0; i < VEC; i++) {
             long long w = ranks * (4LL * i + 6);
             if (vec_total[i] != w) {
-                AT_EXPECT(vec_total[i] == w, "vector element %d: %lld, want %lld", i, vec_total[i], w);
+                EXPECT(vec_total[i] == w, "vector element %d: %lld, want %lld", i, vec_total[i], w);
                 break;
             }
         }
@@ -71,12 +71,12 @@ int main(int argc, char **argv) {
                                  (int)(uint32_t)vec_total[0]));
         printf("am_reduce: %d ranks x %d values: sum %lld\n", mp_size, count, total);
     }
-    at_phase("result back from rank 0");
+    th_phase("result back from rank 0");
     mp_poll_until(&result_in, 1, "the result");
     long long want = 0;
     for (int r = 0; r < mp_size; r++)
         for (int i = 0; i < count; i++) want += value(r, i);
-    AT_EXPECT(result == want, "result %lld, want %lld", result, want);
-    AT_EXPECT(vec_result0 == (long long)mp_size * (mp_size + 1) / 2 * 6, "vector result %lld", vec_result0);
+    EXPECT(result == want, "result %lld, want %lld", result, want);
+    EXPECT(vec_result0 == (long long)mp_size * (mp_size + 1) / 2 * 6, "vector result %lld", vec_result0);
     return mp_finish();
 }

@@ -22,9 +22,9 @@ int main(void) {
     AM_CHECK(AM_Map(ep, 0, me, 42));
     for (int i = 0; i < 1000; i++) {
         AM_CHECK(AM_Request2(ep, 0, 1, i, 5));
-        if (!at_poll_until(eb, &got_rep, i + 1, 5000)) AT_FATAL("no reply %d", i);
-        AT_EXPECT(rep_val == i + 5, "reply %d", rep_val);
+        if (!at_poll_until(eb, &got_rep, i + 1, 5000)) FATAL("no reply %d", i);
+        EXPECT(rep_val == i + 5, "reply %d", rep_val);
     }
     AM_CHECK(AM_Terminate());
-    return at_result();
+    return th_result();
 }

@@ -1,6 +1,7 @@
 /*
- * am_test.h -- helpers for the AM tests (tests/am): checks that name the AM code, a
- * watchdog, bounded polling. Exit codes: 0 pass, 1 fail, 77 skip.
+ * am_test.h -- helpers for the AM tests (tests/am): checks that name the AM code and
+ * bounded polling, over tests/test_core.h (exit codes 0 pass, 1 fail, 77 skip; EXPECT,
+ * FATAL, th_phase, th_result, the watchdog).
  */
 #ifndef SOFTVIA_AM_TEST_H
 #define SOFTVIA_AM_TEST_H
@@ -18,80 +19,20 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-enum { T_PASS = 0, T_FAIL = 1, T_SKIP = 77 };
-static int at_failures;
-static const char *at_phase_name = "start";
-static const char *at_prog = "am-test";
+#include "../test_core.h"
 
-#define AT_MSG(...)                                                          \
-    do {                                                                     \
-        fprintf(stderr, "%s:%d: [%s] ", __FILE__, __LINE__, at_phase_name);  \
-        fprintf(stderr, __VA_ARGS__);                                        \
-        fputc('\n', stderr);                                                 \
-    } while (0)
 /* call must return AM_OK, else the test stops */
-#define AM_CHECK(call)                                                                   \
-    do {                                                                                 \
-        int r_ = (call);                                                                 \
-        if (r_ != AM_OK) {                                                               \
-            AT_MSG("%s -> %s (want AM_OK)", #call, AMX_ErrorString(r_));                 \
-            exit(T_FAIL);                                                                \
-        }                                                                                \
-    } while (0)
+#define AM_CHECK(call) TH_CHECK_CODE(int, call, AM_OK, AMX_ErrorString, 1)
 /* call must return want, else a failure is recorded and the test goes on */
-#define AM_EXPECT_RC(call, want)                                                         \
-    do {                                                                                 \
-        int r_ = (call);                                                                 \
-        if (r_ != (want)) {                                                              \
-            AT_MSG("%s -> %s (want %s)", #call, AMX_ErrorString(r_), AMX_ErrorString(want)); \
-            at_failures++;                                                               \
-        }                                                                                \
-    } while (0)
-#define AT_EXPECT(cond, ...)                                                             \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            AT_MSG("expected %s", #cond);                                                \
-            fprintf(stderr, "    ");                                                     \
-            fprintf(stderr, __VA_ARGS__);                                                \
-            fputc('\n', stderr);                                                         \
-            at_failures++;                                                               \
-        }                                                                                \
-    } while (0)
-#define AT_FATAL(...)          \
-    do {                       \
-        AT_MSG(__VA_ARGS__);   \
-        exit(T_FAIL);          \
-    } while (0)
+#define AM_EXPECT_RC(call, want) TH_CHECK_CODE(int, call, want, AMX_ErrorString, 0)
 
-static inline void at_phase(const char *p) { at_phase_name = p; }
-
-static void at_alarm(int sig) {
-    (void)sig;
-    const char *a = "watchdog: test hung in phase: ";
-    ssize_t n = write(2, a, strlen(a));
-    n = write(2, at_phase_name, strlen(at_phase_name));
-    n = write(2, "\n", 1);
-    (void)n;
-    _exit(T_FAIL);
-}
-
+/* Call first in main: names the test, starts the watchdog, prints the modes. */
 static inline void at_init(const char *prog, unsigned watchdog_s) {
-    at_prog = prog;
-    signal(SIGALRM, at_alarm);
-    alarm(watchdog_s ? watchdog_s : 60);
+    th_start(prog, watchdog_s ? watchdog_s : 60);
     const char *s = getenv("AMVIA_STEERING");
     printf("%s: AMVIA_STEERING=%s SOFTVIA_PROGRESS=%s\n", prog, s ? s : "(unset)",
            getenv("SOFTVIA_PROGRESS") ? getenv("SOFTVIA_PROGRESS") : "(unset)");
     fflush(stdout);
-}
-
-static inline int at_result(void) {
-    if (at_failures) {
-        fprintf(stderr, "%s: FAIL (%d check%s failed)\n", at_prog, at_failures, at_failures == 1 ? "" : "s");
-        return T_FAIL;
-    }
-    printf("%s: PASS\n", at_prog);
-    return T_PASS;
 }
 
 static inline uint64_t at_now_ns(void) {
@@ -106,7 +47,7 @@ static inline int at_poll_until(eb_t eb, volatile int *flag, int want, unsigned 
     for (unsigned turn = 0; *flag < want; turn++) {
         int r = AM_Poll(eb);
         if (r != AM_OK) {
-            AT_MSG("AM_Poll -> %s", AMX_ErrorString(r));
+            TH_FAILMSG("AM_Poll -> %s", AMX_ErrorString(r));
             return 0;
         }
         if ((turn & 255) == 255) {

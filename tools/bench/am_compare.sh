@@ -23,20 +23,7 @@ echo "kind,label,bytes,median_us,p99_us,MBps,msgs_per_s" > "$csv"
 iters=100000; msgs=1000000
 ((quick)) && { iters=20000; msgs=200000; }
 
-ucx() {  # test size field -> the figure from ucx_perftest's Final: line
-  command -v ucx_perftest >/dev/null || { echo "n/a"; return; }
-  local port=$((20000 + RANDOM % 20000)) n=200000
-  ((quick)) && n=50000
-  UCX_TLS=shm,self taskset -c 0 timeout 60 ucx_perftest -p $port >/dev/null 2>&1 &
-  local srv=$!
-  sleep 1
-  UCX_TLS=shm,self taskset -c 1 timeout 55 ucx_perftest 127.0.0.1 -p $port -t "$1" -s "$2" -n $n 2>/dev/null |
-    awk -v f="$3" '/^Final:/ {print $f}'
-  wait $srv 2>/dev/null
-}
-get() {  # kind label bytes column -> value from our CSV
-  awk -F, -v k="$1" -v l="$2" -v b="$3" -v c="$4" '$1==k && $2==l && $3==b {v=$c} END {print v}' "$csv"
-}
+. "$(dirname "$0")/bench_common.sh"  # ucx, get, ratio
 
 echo "== softvia am_bench, firmware steering"
 timeout 300 "$run" -n 2 --pin "$am" --mode steer --csv "$csv" --iters "$iters" --msgs "$msgs"
@@ -54,7 +41,6 @@ steer_lat=$(get am_lat am-steer 8 4); marsh_lat=$(get am_lat am-marshal 8 4)
 steer_rate=$(get am_rate am-steer 8 7); marsh_rate=$(get am_rate am-marshal 8 7)
 vipl_lat=$(get latency vipl 8 4)
 row() { printf "%-44s %12s %12s %8s   %s\n" "$1" "$2" "$3" "$4" "$5"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 diffus() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "") print "n/a"; else printf "%.3f", a - b }'; }
 echo "== summary (ratio = ours / peer)"
 row metric ours peer ratio target

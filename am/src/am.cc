@@ -916,10 +916,19 @@ bool wait_up(Peer* p) {
     return p->state == P_UP;
 }
 
+// Opens the NIC SOFTVIA_DEVICE names (any transport). Nothing here depends on the wire:
+// a message is one VIPL send (or RDMA write) that the NIC cuts to its NativeMTU, so the
+// only requirement is that the largest one fits a VIPL transfer.
 int open_nic() {
     if (VipOpenNic(nullptr, &g.nic) != VIP_SUCCESS) return AM_ERR_RESOURCE;
-    if (VipQueryNic(g.nic, &g.na) != VIP_SUCCESS || g.na.NicAddressLen > sizeof(en_t{}.nic_addr) ||
-        VipCreatePtag(g.nic, &g.ptag) != VIP_SUCCESS) {
+    const char* why = nullptr;
+    if (VipQueryNic(g.nic, &g.na) != VIP_SUCCESS) why = "VipQueryNic failed";
+    else if (g.na.NicAddressLen > sizeof(en_t{}.nic_addr)) why = "the NIC address does not fit an en_t";
+    else if (g.na.MaxTransferSize < kBufBytes[C_MEDIUM] || g.na.MaxTransferSize < AMX_MAX_LONG)
+        why = "the NIC's MaxTransferSize is below AM's largest message";
+    else if (VipCreatePtag(g.nic, &g.ptag) != VIP_SUCCESS) why = "VipCreatePtag failed";
+    if (why) {
+        fprintf(stderr, "amvia: AM_Init: %s\n", why);
         VipCloseNic(g.nic);
         g.nic = nullptr;
         return AM_ERR_RESOURCE;

@@ -858,12 +858,15 @@ void process_ep(Endpoint* ep, int budget) {
         VIP_DESCRIPTOR* d = nullptr;
         VIP_RETURN r = e.queue == VIP_EXT_REPLY_QUEUE ? VipExtRecvReplyDone(e.vi, &d) : VipRecvDone(e.vi, &d);
         if (r != VIP_SUCCESS) continue;
-        if (ep->steering || (d->CS.Status & VIP_STATUS_ERROR_MASK)) {
+        if (ep->steering) {
             handle(ep, c, d);
             continue;
         }
+        // A flushed receive (the connection is gone) queues behind the replies read
+        // before it: their credits must be counted before the loss of the rest is.
         const Hdr* h = reinterpret_cast<const Hdr*>(recv_buf(c, recv_index(c, d)));
-        (is_reply_kind(h->kind) ? b->repq : b->reqq).push_back({c, d});
+        bool reply_class = (d->CS.Status & VIP_STATUS_ERROR_MASK) || is_reply_kind(h->kind);
+        (reply_class ? b->repq : b->reqq).push_back({c, d});
     }
     if (!ep->steering) {
         for (size_t i = 0; i < b->repq.size(); i++) handle(ep, b->repq[i].ch, b->repq[i].d);

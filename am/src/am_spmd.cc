@@ -147,6 +147,11 @@ AMX_API int AMX_SPMDExit(void) {
     if (!s_up) return AM_ERR_NOT_INIT;
     int rc = AMX_SPMDBarrier();
     amx::quiesce(s_ep);  // the barrier's last messages must leave before the disconnects
+    // Rank 0 must not go before every rank has its release: a NIC stops reading a peer
+    // whose process is gone, so frames still in the lane would be lost (the others saw
+    // rank 0 die in the barrier: AM_ERR_NOT_SENT). Nothing is sent after this point, so
+    // the launcher's barrier, which does not poll, is enough.
+    if (rc == AM_OK && s_size > 1 && sv_boot_barrier(kBootMs) != 0) rc = AM_ERR_NOT_SENT;
     AM_Terminate();
     free(s_seg);
     s_seg = nullptr;

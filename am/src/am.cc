@@ -604,7 +604,11 @@ void stop_listener() {
     g.knocked.store(false);
 }
 
+// AMVIA_LISTEN=0: no listener thread (no one-sided mapping from other processes), to
+// measure what it costs a program that does not need it.
 void start_listener() {
+    const char* on = getenv("AMVIA_LISTEN");
+    if (on && on[0] == '0') return;
     VIP_EXT_PROGRESS_MODE mode = VIP_EXT_PROGRESS_INLINE;
     VipExtGetProgressMode(g.nic, &mode);
     g.listener_stop.store(false);

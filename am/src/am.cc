@@ -1098,8 +1098,9 @@ AMX_API int AM_SetSeg(ep_t ep, void* addr, uintptr_t nbytes) {
     ep->seg = addr;
     ep->seg_len = nbytes;
     ep->seg_mh = mh;
-    for (Peer* p : ep->peers)
-        if (p->state == P_UP) announce_segment(p);
+    // By index: announcing polls, and a poll may add an implicit MAP object (a knock).
+    for (size_t i = 0; i < ep->peers.size(); i++)
+        if (ep->peers[i]->state == P_UP) announce_segment(ep->peers[i]);
     return AM_OK;
 }
 
@@ -1472,7 +1473,8 @@ AMX_API const char* AMX_StatusString(int status) {
 // ---------------------------------------------------------------- for am_spmd.cc
 namespace amx {
 bool all_peers_ready(ep_t ep) {
-    for (Peer* p : ep->peers) {
+    for (size_t i = 0; i < ep->peers.size(); i++) {  // by index: see AM_SetSeg
+        Peer* p = ep->peers[i];
         if (p->state == P_CONNECTING) check_connect(p);
         if (p->state != P_UP || !p->rseg_known) return false;
     }

@@ -36,99 +36,23 @@
 #include <unistd.h>
 #include <vipl.h>
 
-enum { T_PASS = 0, T_FAIL = 1, T_SKIP = 77 };
+#include "../test_core.h"
 
 #define TH_WAIT_MS 5000 /* a completion that takes longer than this is a failure */
 
-static int th_failures;
-static const char *th_phase_name = "start";
-static const char *th_prog = "test";
-
 static inline const char *th_rs(VIP_RETURN r) { return VipExtReturnString(r); }
 
-#define TH_FAILMSG(...)                                                   \
-    do {                                                                  \
-        fprintf(stderr, "%s:%d: [%s] ", __FILE__, __LINE__, th_phase_name); \
-        fprintf(stderr, __VA_ARGS__);                                     \
-        fputc('\n', stderr);                                              \
-    } while (0)
-
-#define CHECK(call)                                                                  \
-    do {                                                                             \
-        VIP_RETURN r_ = (call);                                                      \
-        if (r_ != VIP_SUCCESS) {                                                     \
-            TH_FAILMSG("%s -> %s (want VIP_SUCCESS)", #call, th_rs(r_));             \
-            exit(T_FAIL);                                                            \
-        }                                                                            \
-    } while (0)
-
-#define CHECK_RC(call, want)                                                         \
-    do {                                                                             \
-        VIP_RETURN r_ = (call);                                                      \
-        if (r_ != (want)) {                                                          \
-            TH_FAILMSG("%s -> %s (want %s)", #call, th_rs(r_), th_rs(want));         \
-            exit(T_FAIL);                                                            \
-        }                                                                            \
-    } while (0)
-
-#define EXPECT_RC(call, want)                                                        \
-    do {                                                                             \
-        VIP_RETURN r_ = (call);                                                      \
-        if (r_ != (want)) {                                                          \
-            TH_FAILMSG("%s -> %s (want %s)", #call, th_rs(r_), th_rs(want));         \
-            th_failures++;                                                           \
-        }                                                                            \
-    } while (0)
-
-#define EXPECT(cond, ...)                                                            \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            TH_FAILMSG("expected %s: ", #cond);                                      \
-            fprintf(stderr, "    ");                                                 \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fputc('\n', stderr);                                                     \
-            th_failures++;                                                           \
-        }                                                                            \
-    } while (0)
-
-#define FATAL(...)                                                                   \
-    do {                                                                             \
-        TH_FAILMSG(__VA_ARGS__);                                                     \
-        exit(T_FAIL);                                                                \
-    } while (0)
-
-static inline void th_phase(const char *name) { th_phase_name = name; }
-
-static void th_alarm(int sig) {
-    (void)sig;
-    /* async-signal-safe output only */
-    const char *a = "watchdog: test hung in phase: ";
-    ssize_t n = write(2, a, strlen(a));
-    n = write(2, th_phase_name, strlen(th_phase_name));
-    n = write(2, "\n", 1);
-    (void)n;
-    _exit(T_FAIL);
-}
+#define CHECK(call) TH_CHECK_CODE(VIP_RETURN, call, VIP_SUCCESS, th_rs, 1)
+#define CHECK_RC(call, want) TH_CHECK_CODE(VIP_RETURN, call, want, th_rs, 1)
+#define EXPECT_RC(call, want) TH_CHECK_CODE(VIP_RETURN, call, want, th_rs, 0)
 
 /* Call first in main: names the test, starts the watchdog, prints the progress mode
  * the environment asks for (SOFTVIA_PROGRESS). */
 static inline void th_init(const char *prog, unsigned watchdog_s) {
-    th_prog = prog;
-    signal(SIGALRM, th_alarm);
-    alarm(watchdog_s ? watchdog_s : 50);
+    th_start(prog, watchdog_s ? watchdog_s : 50);
     const char *p = getenv("SOFTVIA_PROGRESS");
     printf("%s: SOFTVIA_PROGRESS=%s\n", prog, p ? p : "(unset)");
     fflush(stdout);
-}
-
-static inline int th_result(void) {
-    if (th_failures) {
-        fprintf(stderr, "%s: FAIL (%d check%s failed)\n", th_prog, th_failures,
-                th_failures == 1 ? "" : "s");
-        return T_FAIL;
-    }
-    printf("%s: PASS\n", th_prog);
-    return T_PASS;
 }
 
 static inline int th_skip(const char *why) {

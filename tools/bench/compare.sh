@@ -23,21 +23,7 @@ ours() {  # label, extra args...
   timeout 300 "$run" -n 2 --pin "$bench" --csv "$csv" --label "$label" --iters "$iters" "$@"
 }
 
-ucx() {  # test size field -> the figure from ucx_perftest's Final: line
-  command -v ucx_perftest >/dev/null || { echo "n/a"; return; }
-  local port=$((20000 + RANDOM % 20000)) n=200000
-  ((quick)) && n=50000
-  UCX_TLS=shm,self taskset -c 0 timeout 60 ucx_perftest -p $port >/dev/null 2>&1 &
-  local srv=$!
-  sleep 1
-  UCX_TLS=shm,self taskset -c 1 timeout 55 ucx_perftest 127.0.0.1 -p $port -t "$1" -s "$2" -n $n 2>/dev/null |
-    awk -v f="$3" '/^Final:/ {print $f}'
-  wait $srv 2>/dev/null
-}
-
-get() {  # kind label bytes column -> value from our CSV
-  awk -F, -v k="$1" -v l="$2" -v b="$3" -v c="$4" '$1==k && $2==l && $3==b {v=$c} END {print v}' "$csv"
-}
+. "$(dirname "$0")/bench_common.sh"  # ucx, get, ratio
 
 echo "== softvia vipl_bench (shm, inline progress), 1 VI"
 ours vipl-1vi --sizes 8,64,1024,4096,65536
@@ -67,7 +53,6 @@ rd=$(get rdma_read vipl-rdma 8 4)
 row() {  # metric ours peer ratio_expr target
   printf "%-40s %12s %12s %8s   %s\n" "$1" "$2" "$3" "$4" "$5"
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 echo "== summary (ratio = ours / peer)"
 row metric ours peer ratio target
 row "8 B one-way latency, us (median)" "$lat1" "$ucx_lat" "$(ratio "$lat1" "$ucx_lat")" "<= 2.00 (goal 1.00)"

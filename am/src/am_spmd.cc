@@ -1,0 +1,162 @@
+// am_spmd.cc -- SPMD start-up for programs launched by softvia-run: one bundle, one
+// endpoint, translation index i = rank i, and collectives that poll while they wait.
+#include "internal.h"
+
+#include <softvia_boot.h>
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#define AMX_API extern "C" __attribute__((visibility("default")))
+
+namespace amx {
+bool all_peers_ready(ep_t ep);
+bool any_peer_dead(ep_t ep);
+bool peer_dead_at(ep_t ep, int index);
+void quiesce(ep_t ep);
+int send_barrier(ep_t ep, int index, int phase, int gen);
+extern int g_barrier_arrivals[2];
+extern int g_barrier_released;
+}  // namespace amx
+
+namespace {
+constexpr int kBootMs = 60000;
+int s_rank = 0, s_size = 1, s_gen = 0, s_ag_gen = 0;
+bool s_up = false;
+eb_t s_eb = nullptr;
+ep_t s_ep = nullptr;
+void* s_seg = nullptr;
+
+int fail(const char* what, int rc) {
+    fprintf(stderr, "amvia: SPMD start-up: %s (%s)\n", what, AMX_ErrorString(rc));
+    return rc;
+}
+}  // namespace
+
+AMX_API int AMX_SPMDMyProc(void) { return s_rank; }
+AMX_API int AMX_SPMDNumProcs(void) { return s_size; }
+AMX_API void* AMX_SPMDSegment(void) { return s_seg; }
+
+AMX_API int AMX_SPMDStartup(tag_t tag, uintptr_t seg_bytes, eb_t* eb, ep_t* ep) {
+    if (!eb || !ep) return AM_ERR_BAD_ARG;
+    if (s_up) return AM_ERR_RESOURCE;  // once per process
+    if (sv_boot_init(&s_rank, &s_size) != 0 || s_size < 1) return fail("not started by softvia-run properly", AM_ERR_RESOURCE);
+    int rc = AM_Init();
+    if (rc != AM_OK) return fail("AM_Init", rc);
+    if ((rc = AM_AllocateBundle(AM_SEQ, &s_eb)) != AM_OK) return fail("AM_AllocateBundle", rc);
+    en_t me;
+    if ((rc = AM_AllocateEndpoint(s_eb, &s_ep, &me)) != AM_OK) return fail("AM_AllocateEndpoint", rc);
+    if ((rc = AM_SetTag(s_ep, tag)) != AM_OK) return fail("AM_SetTag", rc);
+    if (s_size > AMX_DEFAULT_TRANSLATIONS && (rc = AM_SetNumTranslations(s_ep, s_size)) != AM_OK)
+        return fail("AM_SetNumTranslations", rc);
+    if (seg_bytes) {
+        size_t len = (seg_bytes + 4095) & ~uintptr_t(4095);
+        s_seg = aligned_alloc(4096, len);
+        if (!s_seg) return fail("segment allocation", AM_ERR_RESOURCE);
+        memset(s_seg, 0, len);
+        if ((rc = AM_SetSeg(s_ep, s_seg, seg_bytes)) != AM_OK) return fail("AM_SetSeg", rc);
+    }
+    // Nobody can send before every rank has mapped everyone, so the launcher's
+    // all-gather (which does not poll) is safe here.
+    en_t* names = static_cast<en_t*>(calloc(size_t(s_size), sizeof(en_t)));
+    if (!names) return fail("memory", AM_ERR_RESOURCE);
+    if (sv_boot_allgather(&me, sizeof me, names, kBootMs) != 0) {
+        free(names);
+        return fail("exchanging endpoint names through the launcher", AM_ERR_RESOURCE);
+    }
+    for (int r = 0; r < s_size && rc == AM_OK; r++) rc = AM_Map(s_ep, r, names[r], tag);
+    free(names);
+    if (rc != AM_OK) return fail("AM_Map", rc);
+    // Every connection up and every segment announced, so a long message right after
+    // start-up finds its destination.
+    uint64_t turns = 0;
+    while (!amx::all_peers_ready(s_ep)) {
+        if (amx::any_peer_dead(s_ep)) return fail("a rank went away during start-up", AM_ERR_NOT_SENT);
+        AM_Poll(s_eb);
+        if (++turns % 64 == 0) sched_yield();
+        if (turns > 50000000ull) return fail("connections did not come up", AM_ERR_NOT_SENT);
+    }
+    s_up = true;
+    if ((rc = AMX_SPMDBarrier()) != AM_OK) return fail("first barrier", rc);
+    *eb = s_eb;
+    *ep = s_ep;
+    return AM_OK;
+}
+
+// Arrivals go to rank 0, which releases everyone; both wait by polling, so requests
+// sent to a rank that is in the barrier are still served.
+AMX_API int AMX_SPMDBarrier(void) {
+    if (!s_up) return AM_ERR_NOT_INIT;
+    if (s_size == 1) return AM_Poll(s_eb);
+    int gen = ++s_gen;
+    unsigned turn = 0;
+    if (s_rank == 0) {
+        while (amx::g_barrier_arrivals[gen & 1] < s_size - 1) {
+            if (amx::any_peer_dead(s_ep)) return AM_ERR_NOT_SENT;
+            AM_Poll(s_eb);
+            if ((++turn & 63) == 0) sched_yield();
+        }
+        amx::g_barrier_arrivals[gen & 1] -= s_size - 1;
+        for (int r = 1; r < s_size; r++) {
+            int rc = amx::send_barrier(s_ep, r, 1, gen);
+            if (rc != AM_OK) return rc;
+        }
+        return AM_Poll(s_eb);  // sends the credits owed for the arrivals
+    }
+    int rc = amx::send_barrier(s_ep, 0, 0, gen);
+    if (rc != AM_OK) return rc;
+    while (amx::g_barrier_released < gen) {
+        if (amx::peer_dead_at(s_ep, 0)) return AM_ERR_NOT_SENT;  // only rank 0 releases
+        AM_Poll(s_eb);
+        if ((++turn & 63) == 0) sched_yield();
+    }
+    return AM_Poll(s_eb);
+}
+
+AMX_API int AMX_SPMDAllGather(const void* src, void* dst, size_t len) {
+    if (!s_up) return AM_ERR_NOT_INIT;
+    if ((!src || !dst) && len) return AM_ERR_BAD_ARG;
+    int gen = ++s_ag_gen;
+    char key[64];
+    snprintf(key, sizeof key, "amx.ag.%d.%d", gen, s_rank);
+    if (sv_boot_put(key, src, len) != 0) return AM_ERR_RESOURCE;
+    for (int r = 0; r < s_size; r++) {
+        snprintf(key, sizeof key, "amx.ag.%d.%d", gen, r);
+        char* slot = static_cast<char*>(dst) + size_t(r) * len;
+        size_t got = 0;
+        unsigned turn = 0;
+        for (;;) {
+            int e = sv_boot_get(key, slot, len, &got, 0);
+            if (e == 0) break;
+            if (e != -ETIMEDOUT && e != -ENOENT) return AM_ERR_RESOURCE;
+            if (amx::any_peer_dead(s_ep)) return AM_ERR_NOT_SENT;
+            AM_Poll(s_eb);
+            if ((++turn & 15) == 0) sched_yield();
+        }
+        if (got != len) return AM_ERR_BAD_ARG;  // ranks disagree on len
+    }
+    return AM_OK;
+}
+
+AMX_API int AMX_SPMDExit(void) {
+    if (!s_up) return AM_ERR_NOT_INIT;
+    int rc = AMX_SPMDBarrier();
+    amx::quiesce(s_ep);  // the barrier's last messages must leave before the disconnects
+    // Rank 0 must not go before every rank has its release: a NIC stops reading a peer
+    // whose process is gone, so frames still in the lane would be lost (the others saw
+    // rank 0 die in the barrier: AM_ERR_NOT_SENT). Nothing is sent after this point, so
+    // the launcher's barrier, which does not poll, is enough.
+    if (rc == AM_OK && s_size > 1 && sv_boot_barrier(kBootMs) != 0) rc = AM_ERR_NOT_SENT;
+    AM_Terminate();
+    free(s_seg);
+    s_seg = nullptr;
+    s_up = false;
+    s_eb = nullptr;
+    s_ep = nullptr;
+    return rc;
+}

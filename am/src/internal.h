@@ -1,0 +1,169 @@
+// internal.h -- AMVIA's objects (docs/am.md has the design).
+#pragma once
+
+#include <am.h>
+#include <vipl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace amx {
+
+// Message kinds. The six user kinds equal the AM-2 opcodes handler 0 receives.
+enum Kind : uint8_t {
+    K_REQ_SHORT = AM_REQUEST_M,
+    K_REQ_MEDIUM = AM_REQUEST_IM,
+    K_REQ_LONG = AM_REQUEST_XFER_M,
+    K_REP_SHORT = AM_REPLY_M,
+    K_REP_MEDIUM = AM_REPLY_IM,
+    K_REP_LONG = AM_REPLY_XFER_M,
+    K_CREDIT = 7,   // reply class: returns credits of requests whose handler did not reply
+    K_RETURN = 8,   // reply class: a request came back (args[0] status, args[1] opcode)
+    K_SEGINFO = 9,  // request class, internal: the sender's segment (address, handle, length)
+    K_BARRIER = 10, // request class, internal: SPMD barrier (args[0] phase, args[1] generation)
+};
+inline bool is_reply_kind(uint8_t k) { return k >= K_REP_SHORT && k <= K_RETURN; }
+
+// Wire header. A message sends the first 24 bytes, its arguments, then (medium) the
+// payload at an 8-byte aligned offset.
+struct Hdr {
+    uint8_t kind;
+    uint8_t handler;
+    uint8_t nargs;
+    uint8_t credits;  // reply class: request credits this message gives back
+    uint32_t nbytes;  // medium/long payload length
+    uint64_t tag;
+    uint64_t offset;  // long: destination offset in the receiver's segment
+    int32_t args[AMX_MAX_ARGS];
+};
+static_assert(sizeof(Hdr) == 88, "wire header layout");
+constexpr size_t kHdrFixed = 24;
+inline size_t payload_offset(unsigned nargs) { return (kHdrFixed + 4 * nargs + 7) & ~size_t(7); }
+
+enum ChanIdx { C_SHORT = 0, C_MEDIUM = 1, C_LONG = 2, C_COUNT = 3 };
+constexpr int kCredits[C_COUNT] = {64, 8, 1};  // the paper's k per channel
+// Receive (and header) buffer per channel: short fits 16 arguments; medium and long fit
+// a medium payload (a medium reply may answer a long request).
+constexpr size_t kBufBytes[C_COUNT] = {128, 4224, 4224};
+constexpr size_t kLongBounce = AMX_MAX_LONG;  // per long-channel send slot
+constexpr size_t kRecvDescBytes = 64;
+constexpr size_t kSendSlotDescBytes = 128;  // two descriptors: RDMA write + header send
+
+using Endpoint = ::amx_endpoint;
+using Bundle = ::amx_bundle;
+struct Peer;
+
+struct Channel {
+    Peer* peer = nullptr;
+    int idx = 0;
+    VIP_VI_HANDLE vi = nullptr;
+    bool connected = false;
+    int k = 0;
+    int credits = 0;  // requests we may still send
+    int owed = 0;     // credits of handled requests not yet given back
+    bool in_owed_list = false;
+    // receive side
+    int nrecv = 0;
+    char* rdesc = nullptr;
+    char* rbuf = nullptr;
+    // send side: a ring of 2k slots, freed in post order as their descriptors complete
+    int nslots = 0;
+    char* sdesc = nullptr;
+    char* sbuf = nullptr;
+    size_t sbuf_bytes = 0;
+    std::vector<uint8_t> slot_pending;  // descriptors of the slot not yet completed
+    int s_head = 0, s_used = 0;
+};
+
+enum PeerState { P_CONNECTING, P_UP, P_DEAD };
+
+struct Peer {
+    Endpoint* ep = nullptr;
+    en_t name{};
+    int role = 0;  // 0 ordinary; 1/2 the two halves of an endpoint mapped to itself
+    PeerState state = P_CONNECTING;
+    bool seg_sent = false;
+    bool death_reported = false;
+    Channel ch[C_COUNT];
+    char* region = nullptr;
+    size_t region_bytes = 0;
+    VIP_MEM_HANDLE mh = 0;
+    bool rseg_known = false;
+    uint64_t rseg_addr = 0, rseg_len = 0;
+    uint32_t rseg_memh = 0;
+    Peer* twin = nullptr;  // self-mapping: the other half
+    bool implicit = false;  // made for an endpoint that mapped us without our mapping it
+    uint64_t next_knock_ms = 0;  // one-sided mapping: when to ask the remote side again
+};
+
+struct Translation {
+    bool used = false;
+    en_t name{};
+    tag_t tag = 0;
+    Peer* peer = nullptr;
+};
+
+struct CqEntry {
+    VIP_VI_HANDLE vi;
+    VIP_BOOLEAN queue;
+};
+
+}  // namespace amx
+
+struct amx_endpoint {
+    uint32_t magic = 0;
+    amx::Bundle* bundle = nullptr;
+    en_t name{};
+    tag_t tag = AM_NONE;
+    bool steering = true;
+    VIP_CQ_HANDLE cq = nullptr;
+    size_t cq_entries = 0, recv_descs = 0;
+    std::vector<amx::Translation> trans;
+    std::vector<amx_handler_fn_t> handlers;
+    std::vector<amx::Peer*> peers;
+    std::vector<amx::Peer*> connecting;
+    std::unordered_map<VIP_VI_HANDLE, amx::Channel*> vi_to_channel;
+    VIP_VI_HANDLE last_vi = nullptr;
+    amx::Channel* last_ch = nullptr;
+    void* seg = nullptr;
+    uintptr_t seg_len = 0;
+    VIP_MEM_HANDLE seg_mh = 0;
+    std::vector<amx::Channel*> owed_list;
+    std::vector<amx::CqEntry> stash;  // CQ entries AM_WaitSema took, handled by the next poll
+    amx_counters_t ctr{};
+    VIP_VI_HANDLE knock_vi = nullptr;  // idle VI that carries knocks (one-sided mapping)
+    int expected_endpoints = 0, expected_requests = 0;
+};
+
+namespace amx {
+struct Pending {
+    Channel* ch;
+    VIP_DESCRIPTOR* d;
+};
+
+}  // namespace amx
+
+struct amx_bundle {
+    uint32_t magic = 0;
+    std::vector<amx::Endpoint*> eps;
+    int event_mask = AM_NOEVENTS;
+    std::vector<amx::Pending> reqq, repq;  // host marshalling: requests and replies sorted
+};
+
+namespace amx {
+
+// A handler's view of its message. Live only while the handler runs.
+struct Token {
+    uint32_t magic;
+    bool is_request;
+    bool replied;
+    Endpoint* ep;
+    Peer* peer;
+    Channel* ch;
+    uint8_t kind;
+    tag_t tag;
+};
+
+}  // namespace amx

@@ -1,0 +1,241 @@
+/*
+ * am_bench -- Active Messages (AM-2 over VIPL) between two processes.
+ *
+ *   softvia-run -n 2 --pin am_bench [--mode steer|marshal] [--iters N] [--msgs N]
+ *                                    [--csv FILE] [--label TEXT] [--only lat|rate|logp]
+ *                                    [--logp-csv FILE]
+ *
+ * lat:  rank 0 sends a short request with 2 arguments (8 bytes), rank 1's handler
+ *       replies with 2 arguments, rank 0 polls until the reply handler ran; one-way =
+ *       half of each round trip, median and p99 (as ucx_perftest -t ucp_am_lat).
+ * rate: rank 0 sends a stream of short requests with 2 arguments whose handler does
+ *       not reply (credits come back batched, as the implicit reply); the figure is
+ *       messages per second until rank 1 has run every handler (as -t ucp_am_bw -s 8).
+ * logp: the LogP signature (Culler et al.): bursts of B requests with a delay D
+ *       between sends; time per message against D gives o_s (D = 0, small bursts),
+ *       g (D = 0, long bursts), o_r (receiver's time per handled message) and
+ *       L (one-way latency minus the two overheads). CSV with --logp-csv.
+ * The mode (firmware request/reply steering or host marshalling) applies to both ranks.
+ */
+#define _GNU_SOURCE
+#include <am.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DIE(...) do { fprintf(stderr, "am_bench: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define CK(x) do { int r_ = (x); if (r_ != AM_OK) DIE("%s failed: %s (line %d)", #x, AMX_ErrorString(r_), __LINE__); } while (0)
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static eb_t eb;
+static ep_t ep;
+static int rank;
+static volatile int replies, received, done_replies;
+static volatile int stream_count;
+static volatile uint64_t recv_busy_ns;
+
+static void ping(void *token, int a, int b) { AM_Reply2(token, 2, a, b); }
+static void pong(void *token, int a, int b) { (void)token; (void)a; (void)b; replies++; }
+static void sink(void *token, int a, int b) { (void)token; (void)a; (void)b; received++; }
+static void done_req(void *token, int want) {
+    /* in order on the short channel: every earlier request has been handled */
+    AM_Reply1(token, 4, received - want);
+    stream_count = 0;
+}
+static volatile int done_diff;
+static void done_rep(void *token, int diff) { (void)token; done_diff = diff; done_replies++; }
+
+static void wait_replies(volatile int *c, int want) {
+    while (*c < want) AM_Poll(eb);
+}
+
+static void latency(int iters, FILE *csv, const char *label) {
+    int warm = iters / 10 + 10;
+    uint64_t *t = malloc(sizeof(uint64_t) * (size_t)iters);
+    CK(AMX_SPMDBarrier());
+    if (rank == 0) {
+        for (int i = -warm; i < iters; i++) {
+            int want = replies + 1;
+            uint64_t t0 = now_ns();
+            CK(AM_Request2(ep, 1, 1, i, 7));
+            wait_replies(&replies, want);
+            if (i >= 0) t[i] = now_ns() - t0;
+        }
+        qsort(t, (size_t)iters, sizeof *t, cmp_u64);
+        double med = t[iters / 2] / 2000.0, p99 = t[(size_t)iters * 99 / 100] / 2000.0;
+        printf("%-10s %8d %10.3f %10.3f\n", "am_lat", 8, med, p99);
+        if (csv) fprintf(csv, "am_lat,%s,8,%.4f,%.4f,,\n", label, med, p99);
+    }
+    CK(AMX_SPMDBarrier());
+    free(t);
+}
+
+static void rate(int msgs, FILE *csv, const char *label) {
+    CK(AMX_SPMDBarrier());
+    if (rank == 0) {
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < msgs; i++) CK(AM_Request2(ep, 1, 3, i, 0));
+        int want = done_replies + 1;
+        CK(AM_Request1(ep, 1, 5, msgs));
+        wait_replies(&done_replies, want);
+        double secs = (now_ns() - t0) / 1e9;
+        if (done_diff != 0) DIE("rate: receiver counted %d messages more than sent", done_diff);
+        printf("%-10s %8d %12.0f msgs/s\n", "am_rate", 8, msgs / secs);
+        if (csv) fprintf(csv, "am_rate,%s,8,,,%.2f,%.0f\n", label, msgs * 8 / secs / 1e6, msgs / secs);
+    }
+    CK(AMX_SPMDBarrier());
+    if (rank == 1) received = 0;
+    CK(AMX_SPMDBarrier());
+}
+
+/* LogP: for each delay D and burst size B, rank 0 times B sends with D of busy work
+ * between them (time per message = total / B), then waits for rank 1's
+ * acknowledgement of the burst outside the timed part. */
+static void spin_ns(uint64_t ns) {
+    uint64_t end = now_ns() + ns;
+    while (now_ns() < end) {
+    }
+}
+static void logp(const char *path, const char *label, double lat_us) {
+    static const int delays[] = {0, 100, 200, 400, 800, 1600, 3200};
+    static const int bursts[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+    FILE *f = NULL;
+    if (rank == 0 && path) {
+        f = fopen(path, "w");
+        if (!f) DIE("cannot open %s", path);
+        fprintf(f, "label,delay_ns,burst,us_per_msg\n");
+    }
+    double os = 0, g = 0;
+    CK(AMX_SPMDBarrier());
+    for (size_t di = 0; di < sizeof delays / sizeof *delays; di++)
+        for (size_t bi = 0; bi < sizeof bursts / sizeof *bursts; bi++) {
+            int B = bursts[bi], reps = 20;
+            double best = 1e30;
+            for (int r = 0; r < reps; r++) {
+                if (rank == 0) {
+                    uint64_t t0 = now_ns();
+                    for (int i = 0; i < B; i++) {
+                        CK(AM_Request2(ep, 1, 3, i, 0));
+                        if (delays[di]) spin_ns((uint64_t)delays[di]);
+                    }
+                    double per = (now_ns() - t0) / 1e3 / B;
+                    if (per < best) best = per;
+                    int want = done_replies + 1;
+                    CK(AM_Request1(ep, 1, 5, 0));
+                    wait_replies(&done_replies, want);
+                }
+            }
+            if (rank == 0) {
+                if (f) fprintf(f, "%s,%d,%d,%.4f\n", label, delays[di], B, best);
+                if (delays[di] == 0 && B == 1) os = best;
+                if (delays[di] == 0 && B == 512) g = best;
+            }
+            CK(AMX_SPMDBarrier());
+        }
+    /* receive overhead: rank 1's time in the poll loop per handled message, measured
+     * on a stream of reply-free requests */
+    CK(AMX_SPMDBarrier());
+    double orecv = 0;
+    if (rank == 0) {
+        for (int i = 0; i < 20000; i++) CK(AM_Request2(ep, 1, 3, i, 0));
+        int want = done_replies + 1;
+        CK(AM_Request1(ep, 1, 6, 0));
+        wait_replies(&done_replies, want);
+        orecv = done_diff / 1e6; /* picoseconds per message */
+    }
+    CK(AMX_SPMDBarrier());
+    if (rank == 0) {
+        double L = lat_us - os - orecv;
+        printf("logp: o_s %.3f us, o_r %.3f us, g %.3f us, L %.3f us (one-way %.3f us)\n", os, orecv, g, L, lat_us);
+        if (f) {
+            fprintf(f, "# %s o_s=%.4f o_r=%.4f g=%.4f L=%.4f\n", label, os, orecv, g, L);
+            fclose(f);
+        }
+    }
+}
+/* rank 1: time spent handling a stream, reported in ns through the reply */
+static uint64_t stream_t0;
+static void timed_sink(void *token, int a, int b) {
+    (void)token; (void)a; (void)b;
+    if (stream_count++ == 0) stream_t0 = now_ns();
+}
+static void timed_done(void *token, int x) {
+    (void)x;
+    uint64_t dt = now_ns() - stream_t0;
+    int n = stream_count;
+    stream_count = 0;
+    AM_Reply1(token, 4, n ? (int)(dt * 1000 / (uint64_t)n) : 0); /* picoseconds per message */
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: softvia-run -n 2 --pin am_bench [--mode steer|marshal] [--iters N] [--msgs N]\n"
+                    "       [--csv FILE] [--label TEXT] [--only lat|rate|logp] [--logp-csv FILE]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = "steer", *csvpath = NULL, *label = NULL, *only = NULL, *logp_csv = NULL;
+    int iters = 20000, msgs = 200000;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) usage();
+        if (!strcmp(a, "--mode")) mode = v;
+        else if (!strcmp(a, "--iters")) iters = atoi(v);
+        else if (!strcmp(a, "--msgs")) msgs = atoi(v);
+        else if (!strcmp(a, "--csv")) csvpath = v;
+        else if (!strcmp(a, "--label")) label = v;
+        else if (!strcmp(a, "--only")) only = v;
+        else if (!strcmp(a, "--logp-csv")) logp_csv = v;
+        else usage();
+        i++;
+    }
+    if (iters < 10 || msgs < 1 || (strcmp(mode, "steer") && strcmp(mode, "marshal"))) usage();
+    if (!label) label = !strcmp(mode, "steer") ? "am-steer" : "am-marshal";
+    AMX_SetSteering(!strcmp(mode, "steer"));
+    CK(AMX_SPMDStartup(0x62656e63, 0, &eb, &ep));
+    rank = AMX_SPMDMyProc();
+    if (AMX_SPMDNumProcs() != 2) DIE("run with: softvia-run -n 2 am_bench ...");
+    CK(AM_SetHandler(ep, 1, ping));
+    CK(AM_SetHandler(ep, 2, pong));
+    CK(AM_SetHandler(ep, 3, sink));
+    CK(AM_SetHandler(ep, 4, done_rep));
+    CK(AM_SetHandler(ep, 5, done_req));
+    CK(AM_SetHandler(ep, 6, timed_done));
+    FILE *csv = NULL;
+    if (rank == 0 && csvpath && !(csv = fopen(csvpath, "a"))) DIE("cannot open %s", csvpath);
+    if (rank == 0) printf("# am_bench: shm, mode=%s, one-way latency in us\n", mode);
+    if (!only || !strcmp(only, "lat")) latency(iters, csv, label);
+    if (!only || !strcmp(only, "rate")) rate(msgs, csv, label);
+    if (only && !strcmp(only, "logp")) {
+        /* one-way latency for L, then the signature; rank 1 times its handling */
+        int warm = 1000;
+        double lat = 0;
+        CK(AMX_SPMDBarrier());
+        if (rank == 0) {
+            uint64_t t0 = 0;
+            for (int i = -warm; i < iters; i++) {
+                if (i == 0) t0 = now_ns();
+                int want = replies + 1;
+                CK(AM_Request2(ep, 1, 1, i, 7));
+                wait_replies(&replies, want);
+            }
+            lat = (now_ns() - t0) / 2e3 / iters;
+        }
+        CK(AM_SetHandler(ep, 3, timed_sink));
+        logp(logp_csv, label, lat);
+    }
+    if (csv) fclose(csv);
+    CK(AMX_SPMDExit());
+    return 0;
+}

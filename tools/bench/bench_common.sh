@@ -1,0 +1,20 @@
+# bench_common.sh -- helpers shared by compare.sh and am_compare.sh (sourced, not run).
+# The caller sets: quick (0 or 1) and csv (our figures, kind,label,bytes,... per line).
+
+ucx() {  # test size field -> the figure from ucx_perftest's Final: line
+  command -v ucx_perftest >/dev/null || { echo "n/a"; return; }
+  local port=$((20000 + RANDOM % 20000)) n=200000
+  ((quick)) && n=50000
+  UCX_TLS=shm,self taskset -c 0 timeout 60 ucx_perftest -p $port >/dev/null 2>&1 &
+  local srv=$!
+  sleep 1
+  UCX_TLS=shm,self taskset -c 1 timeout 55 ucx_perftest 127.0.0.1 -p $port -t "$1" -s "$2" -n $n 2>/dev/null |
+    awk -v f="$3" '/^Final:/ {print $f}'
+  wait $srv 2>/dev/null
+}
+
+get() {  # kind label bytes column -> value from our CSV
+  awk -F, -v k="$1" -v l="$2" -v b="$3" -v c="$4" '$1==k && $2==l && $3==b {v=$c} END {print v}' "$csv"
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }

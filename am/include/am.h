@@ -33,7 +33,7 @@ typedef struct {
     uint16_t nic_addr_len; /* bytes used in nic_addr */
     uint16_t reserved;     /* 0 */
     uint64_t ep_id;        /* unique per endpoint (random) */
-    uint8_t nic_addr[32];  /* the VIPL NIC address (VIP_NIC_ATTRIBUTES.LocalNicAddress) */
+    uint8_t nic_addr[64];  /* the VIPL NIC address (VIP_NIC_ATTRIBUTES.LocalNicAddress) */
 } en_t;
 #define AMX_EN_MAGIC 0x414d5631u /* "AMV1" */
 

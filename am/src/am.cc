@@ -328,7 +328,7 @@ size_t make_disc(uint8_t* out, int chan, int role, uint64_t first, uint64_t seco
 
 union NetAddr {
     VIP_NET_ADDRESS a;
-    uint8_t raw[sizeof(VIP_NET_ADDRESS) + 128];
+    uint8_t raw[sizeof(VIP_NET_ADDRESS) + 64 + 128];  // largest NIC address and discriminator
 };
 
 void fill_addr(NetAddr* n, const uint8_t* nic, uint16_t nic_len, const uint8_t* disc, size_t disc_len) {

@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     CK(VipCreateVi(nic, &va, NULL, NULL, &b));
     CK(VipCreateVi(nic, &va, NULL, NULL, &idle));
 
-    static _Alignas(8) char abuf[sizeof(VIP_NET_ADDRESS) + 128], bbuf[sizeof(VIP_NET_ADDRESS) + 128];
+    static _Alignas(8) char abuf[sizeof(VIP_NET_ADDRESS) + 192], bbuf[sizeof(VIP_NET_ADDRESS) + 192];
     VIP_NET_ADDRESS *la = (VIP_NET_ADDRESS *)abuf, *lb = (VIP_NET_ADDRESS *)bbuf;
     make_addr(la, &na, 'a');
     make_addr(lb, &na, 'b');

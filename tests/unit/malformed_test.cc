@@ -386,7 +386,9 @@ TEST_F(Malformed, ControlPayloadChecks) {
         nicfw_conn_payload pl{};
         pl.reliability = VIP_SERVICE_UNRELIABLE;
         // Discriminator lengths over the maximum.
-        for (auto lens : {std::pair<uint16_t, uint16_t>{65, 0}, {0, 65}, {64, 65}, {0xFFFF, 0xFFFF}, {200, 1}}) {
+        constexpr uint16_t kMax = NICFW_MAX_DISCRIMINATOR;
+        for (auto lens : {std::pair<uint16_t, uint16_t>{kMax + 1, 0}, {0, kMax + 1}, {kMax, kMax + 1},
+                          {0xFFFF, 0xFFFF}, {300, 1}}) {
             pl.src_disc_len = lens.first;
             pl.dst_disc_len = lens.second;
             nicfw_frame_hdr h = hdr(type, v->id);

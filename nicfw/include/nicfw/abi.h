@@ -27,7 +27,7 @@ extern "C" {
 #define NICFW_MAX_REGION_BYTES (1ull << 40)
 #define NICFW_MAX_TRANSFER (16u << 20)    /* bytes in one message, segmented into frames */
 #define NICFW_MAX_PTAGS 1024u
-#define NICFW_MAX_DISCRIMINATOR 64u
+#define NICFW_MAX_DISCRIMINATOR 128u
 #define NICFW_MAX_ADDR 64u                /* bytes of a NIC address, any transport */
 #define NICFW_DOORBELL_ENTRIES 8192u      /* per-NIC doorbell queue, power of two */
 

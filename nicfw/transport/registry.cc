@@ -80,7 +80,9 @@ int create_dpdk(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::st
     if (rc < 0) return rc;
     std::unique_ptr<DpdkTransport> t;
     rc = DpdkTransport::create(o, &t, why);
-    if (rc < 0) return rc == -EINVAL ? -EIO : rc;  // the options were fine: the device failed
+    // The name was fine, the device could not start: not -EINVAL/-ENODEV, which VipOpenNic
+    // reports as a bad name.
+    if (rc < 0) return rc == -EINVAL || rc == -ENODEV ? -EIO : rc;
     *out = std::move(t);
     return 0;
 }

@@ -290,6 +290,12 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     rc = rte_eth_tx_queue_setup(port, 0, txd, SOCKET_ID_ANY, nullptr);
     if (rc < 0) return fail("cannot set up the transmit queue", rc);
     rc = rte_eth_dev_start(port);
+    // A memif client cannot start before its server listens; the two processes of a
+    // job start together, so give the server a few seconds.
+    for (int tries = 0; rc < 0 && o.vdev_name.rfind("net_memif", 0) == 0 && tries < 500; tries++) {
+        usleep(10000);
+        rc = rte_eth_dev_start(port);
+    }
     if (rc < 0) return fail("cannot start the port", rc);
     port_started_ = true;
     rte_ether_addr mac;
@@ -431,6 +437,9 @@ void DpdkTransport::tx_flush() {
 
 // ---------------------------------------------------------------- receive
 int DpdkTransport::rx_burst(RxFrame* out, int max) {
+    // What this step committed so far leaves before we spend time on receiving (and
+    // leaves at all under a wrapper that does not pass tx_flush on).
+    tx_flush();
     int cap = std::min(max, kBurst - held_n_);
     int n = 0;
     int nloop = std::min(loop_n_, cap);
@@ -490,7 +499,6 @@ void DpdkTransport::rx_release() {
 }
 
 void DpdkTransport::poll_slow(std::vector<TransportEvent>&) {
-    // A wrapper that does not pass tx_flush on still gets its frames out, at this pace.
     tx_flush();
     // A port that took nothing for two slow ticks (a memif without its peer, a link
     // down) must not wedge the NIC: drop what waits, as a full NIC ring would.

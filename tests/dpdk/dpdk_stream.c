@@ -99,9 +99,10 @@ static void pingpong(int n) {
         if (d->CS.Length != len || d->CS.ImmediateData != mp_fnv(rb[k], len))
             FATAL("round %u: %u bytes (want %u) or a bad checksum", i, d->CS.Length, len);
         if (mp_rank == 1) {
+            uint32_t imm = d->CS.ImmediateData; /* before post_recv clears the descriptor */
             memcpy(sb[0], rb[k], len);
             post_recv(k);
-            post_send(0, len, d->CS.ImmediateData);
+            post_send(0, len, imm);
             wait_done(0, "pong send");
         } else {
             post_recv(k);

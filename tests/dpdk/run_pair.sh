@@ -47,6 +47,9 @@ id=$$
 nsa=svdpa$id nsb=svdpb$id va=svda$id vb=svdb$id
 sock=/tmp/softvia-memif-$id.sock
 cleanup() {
+  if [[ -n ${SV_DPDK_LINK_STATS:-} ]]; then  # where frames were lost, for diagnosis
+    ip -n "$nsa" -s link show "$va" 2>/dev/null; ip -n "$nsb" -s link show "$vb" 2>/dev/null
+  fi
   ip netns del "$nsa" 2>/dev/null
   ip netns del "$nsb" 2>/dev/null
   rm -f "$sock"
@@ -67,8 +70,8 @@ veth_pair() {
 case $wire in
   af_packet)
     veth_pair
-    export SV_DPDK_DEV0="dpdk:vdev=net_af_packet0;iface=$va;qdisc_bypass=1"
-    export SV_DPDK_DEV1="dpdk:vdev=net_af_packet0;iface=$vb;qdisc_bypass=1" ;;
+    export SV_DPDK_DEV0="dpdk:vdev=net_af_packet0;iface=$va;qdisc_bypass=1;framecnt=4096"
+    export SV_DPDK_DEV1="dpdk:vdev=net_af_packet0;iface=$vb;qdisc_bypass=1;framecnt=4096" ;;
   af_xdp)
     veth_pair
     export SV_DPDK_DEV0="dpdk:vdev=net_af_xdp0;iface=$va;start_queue=0;queue_count=1"

@@ -195,6 +195,18 @@ int start_eal(const DpdkOptions& o, std::string* why) {
     return 0;
 }
 
+// A memif is the whole wire: wait for its peer. A client whose handshake met a server
+// that was not started yet stays down, so it reconnects (stop, start) each second.
+bool memif_link_up(uint16_t port, bool client) {
+    for (int ms = 0; ms < 10000; ms += 10) {
+        rte_eth_link link{};
+        if (rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP) return true;
+        if (client && ms % 1000 == 990 && rte_eth_dev_stop(port) == 0) rte_eth_dev_start(port);
+        usleep(10000);
+    }
+    return false;
+}
+
 void put32(uint8_t* p, uint32_t v) { memcpy(p, &v, 4); }
 uint32_t get32(const uint8_t* p) { uint32_t v; memcpy(&v, p, 4); return v; }
 uint64_t get64(const uint8_t* p) { uint64_t v; memcpy(&v, p, 8); return v; }
@@ -298,6 +310,10 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     }
     if (rc < 0) return fail("cannot start the port", rc);
     port_started_ = true;
+    if (o.vdev_name.rfind("net_memif", 0) == 0 && !memif_link_up(port, o.vdev_args.find("role=client") != std::string::npos)) {
+        *why = "dpdk: memif " + o.vdev_name + ": no peer connected within 10 s";
+        return -ETIMEDOUT;
+    }
     rte_ether_addr mac;
     rc = rte_eth_macaddr_get(port, &mac);
     if (rc < 0) return fail("cannot read the MAC address", rc);

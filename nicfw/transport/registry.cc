@@ -12,6 +12,9 @@
 #ifdef SOFTVIA_WITH_VERBS
 #include "verbs/verbs_transport.h"
 #endif
+#ifdef SOFTVIA_WITH_DPDK
+#include "dpdk/dpdk_transport.h"
+#endif
 
 namespace softvia::nicfw {
 
@@ -86,6 +89,20 @@ int create_verbs(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::s
     return 0;
 }
 #endif
+#ifdef SOFTVIA_WITH_DPDK
+int create_dpdk(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
+    DpdkOptions o;
+    int rc = parse_dpdk_options(spec, &o, why);
+    if (rc < 0) return rc;
+    std::unique_ptr<DpdkTransport> t;
+    rc = DpdkTransport::create(o, &t, why);
+    // The name was fine, the device could not start: not -EINVAL/-ENODEV, which VipOpenNic
+    // reports as a bad name.
+    if (rc < 0) return rc == -EINVAL || rc == -ENODEV ? -EIO : rc;
+    *out = std::move(t);
+    return 0;
+}
+#endif
 
 struct Kind {
     const char* name;
@@ -96,6 +113,9 @@ const Kind kKinds[] = {
     {"shm", create_shm},
 #ifdef SOFTVIA_WITH_VERBS
     {"verbs", create_verbs},
+#endif
+#ifdef SOFTVIA_WITH_DPDK
+    {"dpdk", create_dpdk},
 #endif
 };
 }  // namespace

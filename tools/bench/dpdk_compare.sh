@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# dpdk_compare.sh -- softvia over the dpdk transport beside its peers, measured now on
+# this machine, between two network namespaces joined by a veth pair (net_af_packet).
+#
+#   tools/bench/dpdk_compare.sh [BUILD_DIR] [--quick]
+#
+# Latency, 8 B one-way median: vipl_bench ping-pong (unreliable VIs, as UDP is; reliable
+#   delivery shown too; inline progress, ranks pinned to cores 0 and 1) beside busy-polled kernel UDP over the same
+#   kind of veth pair (sockperf ping-pong --nonblocked, sides pinned to cores 0 and 1).
+#   Target: ours at or below kernel UDP's.
+# Packet rate: vipl_bench streaming 8 B messages (one frame each; RD, firmware thread per
+#   NIC, and inline for comparison) beside dpdk-testpmd
+#   with the same PMD and ring settings, txonly in one namespace and rxonly in the
+#   other, its forwarding cores pinned to 0 and 1 (the receiver's Rx-pps). Target:
+#   ours >= 0.8x testpmd's.
+# Needs root (namespaces, raw sockets), dpdk-testpmd (Debian package dpdk-dev) and
+# sockperf. Prints one table; exit status 0 even when a target is missed: this reports,
+# it does not gate.
+set -uo pipefail
+build=${1:-build/release}
+quick=0; [[ ${2:-} == --quick ]] && quick=1
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+run="$build/tools/launcher/softvia-run"
+bench="$build/tools/bench/vipl_bench"
+pair="$src/tests/dpdk/run_pair.sh"
+for f in "$run" "$bench" "$pair"; do [[ -x $f ]] || { echo "dpdk_compare.sh: $f not found or not built" >&2; exit 2; }; done
+[[ $(id -u) -eq 0 ]] || { echo "dpdk_compare.sh: needs root (network namespaces)" >&2; exit 2; }
+iters=20000; secs=10
+((quick)) && { iters=5000; secs=5; }
+ring="qdisc_bypass=1,framecnt=4096"
+
+id=$$
+nsa=svbpa$id nsb=svbpb$id va=svba$id vb=svbb$id
+cleanup() { ip netns del "$nsa" 2>/dev/null; ip netns del "$nsb" 2>/dev/null; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+veth() {  # a fresh pair for each peer measurement
+  cleanup
+  ip netns add "$nsa" && ip netns add "$nsb" && ip link add "$va" type veth peer name "$vb" &&
+    ip link set "$va" netns "$nsa" && ip link set "$vb" netns "$nsb" &&
+    ip -n "$nsa" addr add 198.18.203.1/24 dev "$va" && ip -n "$nsb" addr add 198.18.203.2/24 dev "$vb" &&
+    ip -n "$nsa" link set "$va" up && ip -n "$nsb" link set "$vb" up
+}
+
+echo "== softvia vipl_bench over dpdk (net_af_packet, veth between two namespaces), inline progress"
+# Unreliable VIs are what UDP is; reliable delivery also sends an ACK frame per message
+# (inline progress does not hold it back for a reply to carry), shown for comparison.
+for rel in U RD; do
+  out=$(timeout 300 "$pair" "$run" af_packet --pin --timeout 280 -- "$bench" --reliability $rel --iters "$iters" \
+          --sizes 8 --only lat 2>&1)
+  echo "reliability=$rel: $(echo "$out" | grep -E "^latency")"
+  lat=$(echo "$out" | awk '$1 == "latency" && $2 == 8 {print $3}' | head -1)
+  if [[ $rel == U ]]; then our_lat=$lat; else our_lat_rd=$lat; fi
+done
+# The packet rate with a firmware thread per NIC: it drains every posted send in one
+# step, so frames leave in bursts (one send call for many). Inline progress steps once
+# per VIPL call and so sends one frame per call: shown too, for comparison.
+for mode in thread inline; do
+  out=$(timeout 300 "$pair" "$run" af_packet --pin --timeout 280 -- "$bench" --reliability RD --progress $mode \
+          --iters $((iters * 10)) --sizes 8 --only bw 2>&1)
+  echo "progress=$mode: $(echo "$out" | grep -E "^stream")"
+  rate=$(echo "$out" | awk '$1 == "stream" && $2 == 8 {print $4}' | head -1)
+  if [[ $mode == thread ]]; then our_rate=$rate; else our_rate_inline=$rate; fi
+done
+
+echo
+echo "== kernel UDP over the same kind of veth pair (sockperf ping-pong --nonblocked, 14 B)"
+udp_lat=""
+if command -v sockperf >/dev/null && veth; then
+  ip netns exec "$nsb" taskset -c 1 timeout $((secs + 10)) sockperf server -i 198.18.203.2 -p 11111 --nonblocked \
+    >/dev/null 2>&1 &
+  sleep 1
+  udp_lat=$(ip netns exec "$nsa" taskset -c 0 timeout $((secs + 5)) sockperf ping-pong -i 198.18.203.2 -p 11111 \
+              -t "$secs" -m 14 --nonblocked 2>/dev/null | awk '/percentile 50.000/ {print $NF}')
+  wait
+  echo "one-way median us: ${udp_lat:-n/a}"
+else
+  echo "sockperf not installed (apt-get install sockperf)"
+fi
+
+echo
+echo "== dpdk-testpmd txonly -> rxonly, net_af_packet with the same ring settings, 64 B frames"
+tpmd_rate=""
+if command -v dpdk-testpmd >/dev/null && veth; then
+  eal="--no-huge -m 512 --no-shconf --no-pci --no-telemetry --log-level=error"
+  ip netns exec "$nsa" timeout -s INT $((secs + 6)) dpdk-testpmd --lcores=0@1,1@0 $eal --file-prefix=svtx$id \
+    --vdev="net_af_packet0,iface=$va,$ring" -- --total-num-mbufs=16384 --forward-mode=txonly --txpkts=64 \
+    --tx-first --stats-period 1 >/dev/null 2>&1 &
+  sleep 1
+  rx=$(ip netns exec "$nsb" timeout -s INT $((secs + 3)) dpdk-testpmd --lcores=0@0,1@1 $eal --file-prefix=svrx$id \
+         --vdev="net_af_packet1,iface=$vb,$ring" -- --total-num-mbufs=16384 --forward-mode=rxonly \
+         --stats-period 1 2>/dev/null)
+  wait
+  # The median of the per-second receive rates once traffic flows.
+  tpmd_rate=$(echo "$rx" | awk '/Rx-pps:/ && $2 > 0 {print $2}' | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}')
+  rmdir /var/run/dpdk/svtx$id /var/run/dpdk/svrx$id 2>/dev/null
+  echo "receiver Rx-pps (median of per-second figures): ${tpmd_rate:-n/a}"
+else
+  echo "dpdk-testpmd not installed (apt-get install dpdk-dev)"
+fi
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+echo
+printf "%-34s %12s %12s %8s  %s\n" metric ours peer ratio target
+printf "%-34s %12s %12s %8s  %s\n" "8 B one-way latency us, U" "${our_lat:-n/a}" "${udp_lat:-n/a}" \
+  "$(ratio "$our_lat" "$udp_lat")" "ours/kernel UDP <= 1.00"
+printf "%-34s %12s %12s %8s  %s\n" "8 B one-way latency us, RD" "${our_lat_rd:-n/a}" "${udp_lat:-n/a}" \
+  "$(ratio "$our_lat_rd" "$udp_lat")" "(plus an ACK frame per message)"
+printf "%-34s %12s %12s %8s  %s\n" "packet rate, frames/s (8 B, thread)" "${our_rate:-n/a}" "${tpmd_rate:-n/a}" \
+  "$(ratio "$our_rate" "$tpmd_rate")" "ours/testpmd >= 0.80"
+printf "%-34s %12s %12s %8s  %s\n" "packet rate, frames/s (8 B, inline)" "${our_rate_inline:-n/a}" "${tpmd_rate:-n/a}" \
+  "$(ratio "$our_rate_inline" "$tpmd_rate")" "(one frame per VIPL call)"
+echo "(load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; other work on this machine slows both sides)"

@@ -351,7 +351,6 @@ bool Engine::step_locked() {
         did = true;
     }
     if (!ack_owed_.empty()) did |= flush_acks();
-    tr_->tx_flush();  // batching wires send what this step committed
     // Timers: retransmission (checked on these same steps), and the slow path (link
     // set-up, liveness, connection timers) about every 1 ms.
     if ((++step_count_ & 63) == 0 || !did) {
@@ -362,6 +361,7 @@ bool Engine::step_locked() {
             slow_path(now);
         }
     }
+    tr_->tx_flush();  // batching wires send what this step committed, timers' resends too
     return did;
 }
 

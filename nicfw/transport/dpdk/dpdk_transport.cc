@@ -453,8 +453,7 @@ void DpdkTransport::tx_flush() {
 
 // ---------------------------------------------------------------- receive
 int DpdkTransport::rx_burst(RxFrame* out, int max) {
-    // What this step committed so far leaves before we spend time on receiving (and
-    // leaves at all under a wrapper that does not pass tx_flush on).
+    // What this step committed so far leaves before we spend time on receiving.
     tx_flush();
     int cap = std::min(max, kBurst - held_n_);
     int n = 0;

@@ -8,6 +8,9 @@
 
 #include "nicfw/device.h"
 #include "shm/shm_transport.h"
+#ifdef SOFTVIA_WITH_UDP
+#include "udp/udp_transport.h"
+#endif
 
 namespace softvia::nicfw {
 
@@ -70,6 +73,19 @@ int create_shm(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::str
     return 0;
 }
 
+#ifdef SOFTVIA_WITH_UDP
+int create_udp(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
+    UdpOptions opt;
+    int rc = UdpTransport::parse_options(spec, &opt, why);
+    if (rc < 0) return rc;
+    std::unique_ptr<UdpTransport> t;
+    rc = UdpTransport::create(opt, &t, why);
+    if (rc < 0) return rc;
+    *out = std::move(t);
+    return 0;
+}
+#endif
+
 struct Kind {
     const char* name;
     int (*create)(const DeviceSpec&, std::unique_ptr<Transport>*, std::string*);
@@ -77,6 +93,9 @@ struct Kind {
 // One line per wire; a wire whose library was not found at build time is left out.
 const Kind kKinds[] = {
     {"shm", create_shm},
+#ifdef SOFTVIA_WITH_UDP
+    {"udp", create_udp},
+#endif
 };
 }  // namespace
 

@@ -219,7 +219,8 @@ int UdpTransport::setup_ring(std::string* why) {
 
     // An rx buffer holds the recvmsg header the kernel writes, the sender's address and
     // one datagram of up to mtu bytes; a bigger one is truncated and dropped.
-    rx_buf_size_ = (static_cast<uint32_t>(sizeof(io_uring_recvmsg_out) + sizeof(sockaddr_in)) + mtu_ + 63) & ~63u;
+    rx_buf_len_ = static_cast<uint32_t>(sizeof(io_uring_recvmsg_out) + sizeof(sockaddr_in)) + mtu_;
+    rx_buf_size_ = (rx_buf_len_ + 63) & ~63u;  // stride: buffers start on cache lines
     uint32_t n = 32;
     while (n * 2 <= kMaxRxBufs && static_cast<size_t>(n) * 2 * rx_buf_size_ <= kPoolBytes) n *= 2;
     rx_bufs_ = n;
@@ -253,7 +254,7 @@ int UdpTransport::setup_ring(std::string* why) {
     br_ = static_cast<io_uring_buf_ring*>(r);
     io_uring_buf_ring_init(br_);
     for (uint32_t i = 0; i < n; i++)
-        io_uring_buf_ring_add(br_, rx_mem_ + static_cast<size_t>(i) * rx_buf_size_, rx_buf_size_,
+        io_uring_buf_ring_add(br_, rx_mem_ + static_cast<size_t>(i) * rx_buf_size_, rx_buf_len_,
                               static_cast<unsigned short>(i), io_uring_buf_ring_mask(n), static_cast<int>(i));
     io_uring_buf_ring_advance(br_, static_cast<int>(n));
     return 0;
@@ -411,7 +412,7 @@ void UdpTransport::arm_recv() {
 }
 
 void UdpTransport::recycle(int bid) {
-    io_uring_buf_ring_add(br_, rx_mem_ + static_cast<size_t>(bid) * rx_buf_size_, rx_buf_size_,
+    io_uring_buf_ring_add(br_, rx_mem_ + static_cast<size_t>(bid) * rx_buf_size_, rx_buf_len_,
                           static_cast<unsigned short>(bid), io_uring_buf_ring_mask(rx_bufs_), 0);
     io_uring_buf_ring_advance(br_, 1);
 }

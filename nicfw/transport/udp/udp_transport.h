@@ -18,8 +18,13 @@
 //   [16..19] nonce: random per NIC, so a restarted process on the same port is a new peer
 //   [20..23] zero
 //
-// Datagram: a kPreamble-byte preamble (magic, type, sender's host id and nonce, the
-// receiver's nonce), then the frame. A datagram that is not for this NIC's nonce, or is
+// Datagram: a kPreamble-byte preamble, then the frame (none in a liveness probe):
+//   [0..3]   magic "SVU1"
+//   [4]      type: 1 frame, 2 probe; [5..7] zero
+//   [8..15]  the sender's host id
+//   [16..19] the sender's nonce
+//   [20..23] the receiver's nonce
+// The sender's IPv4 address and port are the datagram's source. A datagram that is not for this NIC's nonce, or is
 // malformed or truncated, is dropped and counted. A well-formed frame from an unknown
 // sender creates its peer (a server learns its clients from their CONN_REQ).
 //
@@ -163,7 +168,7 @@ private:
     size_t br_len_ = 0;
     uint8_t* rx_mem_ = nullptr;
     size_t rx_mem_len_ = 0;
-    uint32_t rx_bufs_ = 0, rx_buf_size_ = 0;
+    uint32_t rx_bufs_ = 0, rx_buf_size_ = 0, rx_buf_len_ = 0;  // count, stride, length
     msghdr rx_msg_{};  // the multishot recvmsg's template: name length only
     std::vector<Pending> pending_;  // ring of rx_bufs_ entries
     uint32_t pend_head_ = 0, pend_count_ = 0;

@@ -474,6 +474,7 @@ private:
     void send_nak(Vi& vi, uint32_t status, uint32_t seq);
     void send_ack_now(Vi& vi, uint32_t next_seq);
     void on_control(const RxFrame& f, const nicfw_frame_hdr& h);
+    void answer_stale(const RxFrame& f, const nicfw_frame_hdr& h);
     bool answer_repeat(int peer, const nicfw_frame_hdr& h);
     void forget_held(const ConnRequest& req);
     bool begin_receive(Vi& vi, const nicfw_frame_hdr& h);
@@ -560,6 +561,7 @@ private:
     uint32_t next_req_id_ = 0;  // connection request ids
     uint32_t step_count_ = 0;
     uint64_t last_slow_ns_ = 0;
+    uint64_t last_stale_ns_ = 0;  // the last DISCONNECT answering a stale frame
     std::vector<TransportEvent> tr_events_;
 
     // Asynchronous errors, queued under the lock and delivered outside it.

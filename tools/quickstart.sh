@@ -10,9 +10,9 @@ cd "$(dirname "$0")/.."
 what=${1:-}
 case "$what" in bench|test) ;; *) echo "usage: $0 bench|test" >&2; exit 2 ;; esac
 
-packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
+packages=(build-essential cmake ninja-build pkg-config liburing-dev libgtest-dev libgmock-dev
           libbenchmark-dev iproute2 procps)
-[[ $what == bench ]] && packages+=(ucx-utils)
+[[ $what == bench ]] && packages+=(ucx-utils sockperf iproute2)
 [[ $what == test ]] && packages+=(clang libclang-rt-14-dev)  # libFuzzer
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

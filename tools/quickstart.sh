@@ -12,7 +12,7 @@ case "$what" in bench|test) ;; *) echo "usage: $0 bench|test" >&2; exit 2 ;; esa
 
 packages=(build-essential cmake ninja-build pkg-config liburing-dev libgtest-dev libgmock-dev
           libbenchmark-dev iproute2 procps)
-[[ $what == bench ]] && packages+=(ucx-utils sockperf iproute2)
+[[ $what == bench ]] && packages+=(ucx-utils sockperf)
 [[ $what == test ]] && packages+=(clang libclang-rt-14-dev)  # libFuzzer
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

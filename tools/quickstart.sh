@@ -11,9 +11,11 @@ what=${1:-}
 case "$what" in bench|test) ;; *) echo "usage: $0 bench|test" >&2; exit 2 ;; esac
 
 packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
-          libbenchmark-dev iproute2 procps libdpdk-dev dpdk
+          libbenchmark-dev iproute2 procps
+          liburing-dev                # udp transport
+          libdpdk-dev dpdk            # dpdk transport
           libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils)  # verbs transport
-[[ $what == bench ]] && packages+=(ucx-utils dpdk-dev sockperf)  # dpdk-testpmd: tools/bench/dpdk_compare.sh
+[[ $what == bench ]] && packages+=(ucx-utils dpdk-dev sockperf)  # peers: ucx_perftest, dpdk-testpmd, sockperf
 [[ $what == test ]] && packages+=(clang libclang-rt-14-dev)  # libFuzzer
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -56,16 +56,39 @@ int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint
     vi->peer = peer;
     vi->op = ConnOp::kClient;
     vi->req_id = ++next_req_id_;
+    vi->local_disc.assign(local_disc, local_disc + llen);  // no local address: no discriminator
+    vi->remote_disc.assign(disc, disc + dlen);
     vi->conn_result.store(-1, std::memory_order_relaxed);
     set_state(*vi, VIP_STATE_CONNECT_PENDING);
     vi->st->peer = static_cast<uint16_t>(peer);
-    nicfw_conn_payload pl = attrs_payload(vi->attrs);
-    pl.src_disc_len = static_cast<uint16_t>(llen);
-    pl.dst_disc_len = static_cast<uint16_t>(dlen);
-    if (llen) memcpy(pl.disc, local_disc, llen);  // no local address: no discriminator
-    if (dlen) memcpy(pl.disc + llen, disc, dlen);
-    send_control(peer, NICFW_F_CONN_REQ, 0xFFFFFFFFu, vi->id, vi->req_id, &pl);
+    send_conn_req(*vi);
+    if (tr_->lossy()) {
+        // The request or its answer may be lost: resend until answered (connect_cancel
+        // or the answer ends it; the server answers a repeat again).
+        vi->resend_gap_ns = 1000000;
+        vi->resend_ns = now_ns() + vi->resend_gap_ns;
+        connecting_.push_back(vi);
+    }
+    tr_->tx_flush();  // no engine step may follow soon (the caller may block on us)
     return 0;
+}
+
+void Engine::send_conn_req(Vi& vi) {
+    nicfw_conn_payload pl = attrs_payload(vi.attrs);
+    pl.src_disc_len = static_cast<uint16_t>(vi.local_disc.size());
+    pl.dst_disc_len = static_cast<uint16_t>(vi.remote_disc.size());
+    memcpy(pl.disc, vi.local_disc.data(), vi.local_disc.size());
+    memcpy(pl.disc + vi.local_disc.size(), vi.remote_disc.data(), vi.remote_disc.size());
+    send_control(vi.peer, NICFW_F_CONN_REQ, 0xFFFFFFFFu, vi.id, vi.req_id, &pl);
+}
+
+// Client request timer (slow path, lossy wires): resends CONN_REQ with backoff.
+void Engine::client_timer(Vi& vi, uint64_t now) {
+    bool queued = static_cast<size_t>(vi.peer) < backlog_per_peer_.size() && backlog_per_peer_[vi.peer];
+    if (now < vi.resend_ns || queued) return;
+    send_conn_req(vi);
+    vi.resend_ns = now + vi.resend_gap_ns;
+    vi.resend_gap_ns = std::min<uint64_t>(vi.resend_gap_ns * 2, 64000000);
 }
 
 void Engine::connect_cancel(Vi* vi) {
@@ -87,7 +110,11 @@ Listener* Engine::listen(const uint8_t* disc, size_t dlen) {
 bool Engine::unlisten(Listener* l, ConnRequest* req) {
     CtlGuard g(lock_, ctl_waiters_);
     bool matched = l->matched.load(std::memory_order_acquire);
-    if (matched) *req = l->req;
+    if (matched) {
+        *req = l->req;
+        if (held_reqs_.size() >= kMaxConnKeys) held_reqs_.erase(held_reqs_.begin());
+        held_reqs_.push_back({req->peer, req->client_vi, req->req_id});
+    }
     listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
                                     [&](auto& p) { return p.get() == l; }),
                      listeners_.end());
@@ -99,7 +126,10 @@ int Engine::accept(const ConnRequest& req, Vi* vi) {
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
     if (vi->attrs.reliability != req.reliability) return -EPROTO;
     if (!tr_->peer_alive(req.peer)) return -EHOSTUNREACH;
+    forget_held(req);
     vi->peer = req.peer;
+    vi->op = ConnOp::kNone;
+    vi->req_id = req.req_id;  // a repeat of this request is answered from the VI
     vi->remote_vi = req.client_vi;
     vi->remote.reliability = req.reliability;
     vi->remote.max_transfer = req.max_transfer;
@@ -110,13 +140,23 @@ int Engine::accept(const ConnRequest& req, Vi* vi) {
     nicfw_conn_payload pl = attrs_payload(vi->attrs);
     send_control(req.peer, NICFW_F_CONN_ACCEPT, req.client_vi, vi->id, req.req_id, &pl);
     connect_done(*vi, VIP_STATE_CONNECTED, VIP_SUCCESS);
+    tr_->tx_flush();
     return 0;
 }
 
 int Engine::reject(const ConnRequest& req) {
     CtlGuard g(lock_, ctl_waiters_);
+    forget_held(req);
+    if (rejected_.size() >= kMaxConnKeys) rejected_.erase(rejected_.begin());
+    rejected_.push_back({req.peer, req.client_vi, req.req_id});
     send_control(req.peer, NICFW_F_CONN_REJECT, req.client_vi, 0, req.req_id, nullptr);
+    tr_->tx_flush();
     return 0;
+}
+
+void Engine::forget_held(const ConnRequest& req) {
+    ConnKey k{req.peer, req.client_vi, req.req_id};
+    held_reqs_.erase(std::remove(held_reqs_.begin(), held_reqs_.end(), k), held_reqs_.end());
 }
 
 int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* local_disc,
@@ -180,10 +220,36 @@ int Engine::disconnect(Vi* vi) {
         return 0;
     }
     flush_vi(*vi, VIP_STATE_IDLE, true, VIP_ERROR_CONN_LOST);
+    tr_->tx_flush();  // the DISCONNECT goes now, not at the next step
     return 0;
 }
 
 // ---------------------------------------------------------------- incoming control frames
+// A CONN_REQ we have seen before (the client resent it on a lossy wire): the same answer
+// again, or none while the application still holds it. True if it was a repeat.
+bool Engine::answer_repeat(int peer, const nicfw_frame_hdr& h) {
+    ConnKey k{peer, h.src_vi, h.seq};
+    for (auto& v : vis_) {
+        if (v && v->op == ConnOp::kNone && v->peer == peer && v->remote_vi == h.src_vi && v->req_id == h.seq &&
+            v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
+            nicfw_conn_payload pl = attrs_payload(v->attrs);
+            send_control(peer, NICFW_F_CONN_ACCEPT, h.src_vi, v->id, h.seq, &pl);
+            return true;
+        }
+    }
+    if (std::find(rejected_.begin(), rejected_.end(), k) != rejected_.end()) {
+        send_control(peer, NICFW_F_CONN_REJECT, h.src_vi, 0, h.seq, nullptr);
+        return true;
+    }
+    if (std::find(held_reqs_.begin(), held_reqs_.end(), k) != held_reqs_.end()) return true;
+    for (auto& l : listeners_)
+        if (l->matched.load(std::memory_order_relaxed) && l->req.peer == peer && l->req.client_vi == h.src_vi &&
+            l->req.req_id == h.seq)
+            return true;
+    return false;
+}
+
+
 void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
     constexpr uint32_t kFixed = offsetof(nicfw_conn_payload, disc);
     nicfw_conn_payload pl{};
@@ -212,6 +278,7 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
 
     switch (h.type) {
         case NICFW_F_CONN_REQ: {
+            if (answer_repeat(f.peer, h)) return;
             for (auto& l : listeners_) {
                 if (l->matched.load(std::memory_order_relaxed)) continue;
                 if (l->disc.size() != pl.dst_disc_len || memcmp(l->disc.data(), dst_disc, pl.dst_disc_len))
@@ -238,6 +305,10 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
             bool ours = vi && vi->op == ConnOp::kClient && vi->req_id == h.seq && vi->peer == f.peer &&
                         vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECT_PENDING;
             if (!ours) {
+                // A repeated ACCEPT (our request went twice) for the connection we have.
+                if (vi && vi->peer == f.peer && vi->remote_vi == h.src_vi && vi->req_id == h.seq &&
+                    vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
+                    return;
                 // An answer to a request we gave up on: void the server's side.
                 if (h.type == NICFW_F_CONN_ACCEPT)
                     send_control(f.peer, NICFW_F_DISCONNECT, h.src_vi, h.dst_vi, 0, nullptr);

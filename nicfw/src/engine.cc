@@ -433,6 +433,7 @@ void Engine::slow_path(uint64_t now) {
             continue;
         }
         if (vi->op == ConnOp::kPeer && !peer_timer(*vi, now)) continue;  // expired: removed on the next turn
+        if (vi->op == ConnOp::kClient) client_timer(*vi, now);
         i++;
     }
 }

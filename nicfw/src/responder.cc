@@ -58,6 +58,22 @@ static Vi* connected_target(Engine& e, const RxFrame& f, const nicfw_frame_hdr& 
     return vi;
 }
 
+// Data for a VI that is not connected to its sender, on a lossy wire: the DISCONNECT
+// that ended the connection was probably lost, so it goes again (at most once a
+// millisecond). A VI still connecting is left alone: its answer may be on the way.
+void Engine::answer_stale(const RxFrame& f, const nicfw_frame_hdr& h) {
+    if (!tr_->lossy()) return;
+    Vi* vi = vi_by_index(NICFW_VI_INDEX(h.dst_vi));
+    if (vi && vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECT_PENDING) return;
+    if (vi && vi->id == h.dst_vi && vi->peer == f.peer && vi->remote_vi == h.src_vi &&
+        vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
+        return;
+    uint64_t now = now_ns();
+    if (now - last_stale_ns_ < 1000000) return;
+    last_stale_ns_ = now;
+    send_control(f.peer, NICFW_F_DISCONNECT, h.src_vi, h.dst_vi, 0, nullptr);
+}
+
 // A remote access to [addr, addr+len) of this NIC's memory through vi: the handle must
 // name a live region holding the range, with vi's protection tag, and both the region
 // and the VI must allow the operation. Returns 0 (and the host address) or the status.
@@ -258,6 +274,7 @@ void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vip = connected_target(*this, f, h);
     if (!vip) {
         status_->nic.drops++;  // stale or stray: no connected VI for it
+        answer_stale(f, h);
         return;
     }
     Vi& vi = *vip;
@@ -369,6 +386,7 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vi = connected_target(*this, f, h);
     if (!vi || vi->attrs.reliability == VIP_SERVICE_UNRELIABLE) {
         status_->nic.drops++;  // RDMA read exists on reliable VIs only
+        if (!vi) answer_stale(f, h);
         return;
     }
     nicfw_rdma_ext x;

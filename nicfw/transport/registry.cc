@@ -15,6 +15,9 @@
 #ifdef SOFTVIA_WITH_DPDK
 #include "dpdk/dpdk_transport.h"
 #endif
+#ifdef SOFTVIA_WITH_UDP
+#include "udp/udp_transport.h"
+#endif
 
 namespace softvia::nicfw {
 
@@ -77,32 +80,20 @@ int create_shm(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::str
     return 0;
 }
 
-#ifdef SOFTVIA_WITH_VERBS
-int create_verbs(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
-    VerbsOptions o;
-    int rc = parse_verbs_options(spec, &o, why);
+// Every network wire opens in two steps: read its options (a bad one is -EINVAL), then
+// start the device. A device that cannot start is never reported as -EINVAL/-ENODEV,
+// which VipOpenNic takes for a bad name.
+template <class Wire, class Options, int (*Parse)(const DeviceSpec&, Options*, std::string*)>
+int create_wire(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
+    Options o;
+    int rc = Parse(spec, &o, why);
     if (rc < 0) return rc;
-    std::unique_ptr<VerbsTransport> t;
-    rc = VerbsTransport::create(o, &t, why);
-    if (rc < 0) return rc;
-    *out = std::move(t);
-    return 0;
-}
-#endif
-#ifdef SOFTVIA_WITH_DPDK
-int create_dpdk(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
-    DpdkOptions o;
-    int rc = parse_dpdk_options(spec, &o, why);
-    if (rc < 0) return rc;
-    std::unique_ptr<DpdkTransport> t;
-    rc = DpdkTransport::create(o, &t, why);
-    // The name was fine, the device could not start: not -EINVAL/-ENODEV, which VipOpenNic
-    // reports as a bad name.
+    std::unique_ptr<Wire> t;
+    rc = Wire::create(o, &t, why);
     if (rc < 0) return rc == -EINVAL || rc == -ENODEV ? -EIO : rc;
     *out = std::move(t);
     return 0;
 }
-#endif
 
 struct Kind {
     const char* name;
@@ -111,11 +102,14 @@ struct Kind {
 // One line per wire; a wire whose library was not found at build time is left out.
 const Kind kKinds[] = {
     {"shm", create_shm},
-#ifdef SOFTVIA_WITH_VERBS
-    {"verbs", create_verbs},
+#ifdef SOFTVIA_WITH_UDP
+    {"udp", create_wire<UdpTransport, UdpOptions, &UdpTransport::parse_options>},
 #endif
 #ifdef SOFTVIA_WITH_DPDK
-    {"dpdk", create_dpdk},
+    {"dpdk", create_wire<DpdkTransport, DpdkOptions, &parse_dpdk_options>},
+#endif
+#ifdef SOFTVIA_WITH_VERBS
+    {"verbs", create_wire<VerbsTransport, VerbsOptions, &parse_verbs_options>},
 #endif
 };
 }  // namespace

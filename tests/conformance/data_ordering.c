@@ -86,7 +86,8 @@ int main(void) {
         }
         printf("data_ordering: %s: %u messages in order\n", th_rel_name(th_levels[li]), recvd);
         VIP_EXT_COUNTERS c = th_vi_counters_at_least(b, offsetof(VIP_EXT_COUNTERS, RecvsDone), MSGS);
-        EXPECT(c.RecvsDone == MSGS && c.Drops == 0 && c.Errors == 0, "receiver counters: recvs %llu drops %llu errors %llu",
+        /* a lossy wire's spurious resends arrive twice: the second copy counts as a drop */
+        EXPECT(c.RecvsDone == MSGS && (c.Drops == 0 || th_wire_lossy()) && c.Errors == 0, "receiver counters: recvs %llu drops %llu errors %llu",
                (unsigned long long)c.RecvsDone, (unsigned long long)c.Drops, (unsigned long long)c.Errors);
         c = th_vi_counters_at_least(a, offsetof(VIP_EXT_COUNTERS, SendsDone), MSGS);
         EXPECT(c.SendsDone == MSGS && c.Errors == 0, "sender counters: sends %llu errors %llu",

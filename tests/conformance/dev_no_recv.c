@@ -37,7 +37,10 @@ int main(void) {
             EXPECT((d->CS.Status & VIP_STATUS_ERROR_MASK) == 0, "%u bytes: unreliable send status 0x%x", len,
                    d->CS.Status);
             uint64_t end = th_now_ms() + TH_WAIT_MS;
-            while (drops(b) == d0 && th_now_ms() < end) th_sleep_ms(1);
+            while (drops(b) == d0 && th_now_ms() < end) {
+                th_step_all();
+                th_sleep_ms(1);
+            }
             EXPECT(drops(b) == d0 + 1, "%u bytes: receiver drops went %llu -> %llu, want +1", len,
                    (unsigned long long)d0, (unsigned long long)drops(b));
             EXPECT(th_state(a) == VIP_STATE_CONNECTED && th_state(b) == VIP_STATE_CONNECTED, "%u bytes: states %s %s",

@@ -149,7 +149,8 @@ int main(void) {
         if (m != VIP_EXT_PROGRESS_INLINE) {
             printf("disconnect: (inline only) in-transmission flush: a firmware thread drains the link\n");
         } else {
-            /* The receiver's NIC is never stepped, so a large send cannot leave the link. */
+            /* The receiver's NIC is never stepped, so a large send cannot leave the link
+             * (lossless wire) or has not had the steps to (lossy). */
             th_env e2;
             th_open_env(&e2, NULL, 0);
             VIP_VI_HANDLE a = th_vi(&e, VIP_SERVICE_UNRELIABLE, NULL, NULL);
@@ -164,7 +165,10 @@ int main(void) {
             th_set1(s2, mh, m4, 4 << 20);
             CHECK(VipPostSend(a, s1, e.mh));
             CHECK(VipPostSend(a, s2, e.mh));
-            for (int i = 0; i < 100; i++) VipExtProgress(e.nic);
+            /* A lossy wire does not hold the sender back: one step starts the first
+             * send without finishing it. */
+            int steps = th_wire_lossy() ? 1 : 100;
+            for (int i = 0; i < steps; i++) VipExtProgress(e.nic);
             VIP_DESCRIPTOR *d;
             EXPECT_RC(VipSendDone(a, &d), VIP_NOT_DONE);
             CHECK(VipDisconnect(a));

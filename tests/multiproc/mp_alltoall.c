@@ -111,7 +111,8 @@ int main(int argc, char **argv) {
     for (int p = 0; p < mp_size; p++) {
         if (p == mp_rank) continue;
         VIP_EXT_COUNTERS c = th_vi_counters_at_least(vi[p], offsetof(VIP_EXT_COUNTERS, RecvsDone), (uint64_t)M);
-        EXPECT(c.Drops == 0 && c.Errors == 0 && c.RecvsDone == (uint64_t)M, "VI to rank %d: %llu drops %llu errors %llu receives",
+        /* a lossy wire's spurious resends arrive twice: the second copy counts as a drop */
+        EXPECT((c.Drops == 0 || th_wire_lossy()) && c.Errors == 0 && c.RecvsDone == (uint64_t)M, "VI to rank %d: %llu drops %llu errors %llu receives",
                p, (unsigned long long)c.Drops, (unsigned long long)c.Errors, (unsigned long long)c.RecvsDone);
         EXPECT(th_state(vi[p]) == VIP_STATE_CONNECTED, "VI to rank %d: %s", p, th_state_name(th_state(vi[p])));
     }

@@ -228,7 +228,8 @@ int main(int argc, char **argv) {
     th_phase("counters and teardown");
     VIP_EXT_COUNTERS vc;
     CHECK(VipExtQueryViCounters(c.vi, &vc));
-    EXPECT(vc.Drops == 0 && vc.Errors == 0, "VI counters: %llu drops, %llu errors", (unsigned long long)vc.Drops,
+    /* a lossy wire's spurious resends arrive twice: the second copy counts as a drop */
+    EXPECT((vc.Drops == 0 || th_wire_lossy()) && vc.Errors == 0, "VI counters: %llu drops, %llu errors", (unsigned long long)vc.Drops,
            (unsigned long long)vc.Errors);
     EXPECT(th_state(c.vi) == VIP_STATE_CONNECTED, "VI state %s", th_state_name(th_state(c.vi)));
     if (sv_boot_barrier(MP_BOOT_MS) != 0) FATAL("barrier");

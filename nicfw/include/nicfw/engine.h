@@ -206,7 +206,8 @@ struct Vi {
     std::atomic<int> conn_result{-1};  // VIP_RETURN of the last connect; -1 while pending
     std::vector<uint8_t> local_disc, remote_disc;
     uint64_t deadline_ns = 0, resend_ns = 0;
-    uint64_t resend_gap_ns = 0;  // peer request: doubles from 1 ms to 64 ms between resends
+    uint64_t resend_gap_ns = 0;  // doubles from 1 ms to 64 ms between resends (peer request;
+                                 // client request on a lossy wire)
 
     // Device queues, fed by doorbells.
     WorkQueue sq, rq;
@@ -393,6 +394,8 @@ private:
     void wake_sleepers();
     void slow_path(uint64_t now);
     bool peer_timer(Vi& vi, uint64_t now);
+    void client_timer(Vi& vi, uint64_t now);
+    void send_conn_req(Vi& vi);
     bool has_ptag(uint32_t ptag) const;  // under the lock
 
     // doorbells / requester
@@ -471,6 +474,9 @@ private:
     void send_nak(Vi& vi, uint32_t status, uint32_t seq);
     void send_ack_now(Vi& vi, uint32_t next_seq);
     void on_control(const RxFrame& f, const nicfw_frame_hdr& h);
+    void answer_stale(const RxFrame& f, const nicfw_frame_hdr& h);
+    bool answer_repeat(int peer, const nicfw_frame_hdr& h);
+    void forget_held(const ConnRequest& req);
     bool begin_receive(Vi& vi, const nicfw_frame_hdr& h);
     void begin_write(Vi& vi, const nicfw_frame_hdr& h, const nicfw_rdma_ext& x);
     void refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why);
@@ -517,6 +523,18 @@ private:
     uint32_t next_ptag_ = 1;
     std::vector<std::unique_ptr<Listener>> listeners_;
     std::vector<Vi*> connecting_;  // VIs with a connect in progress (timers)
+    // A connection request is answered once, and on a lossy wire the client resends it
+    // until it hears the answer: the server knows a repeat by (peer, client VI, request id).
+    struct ConnKey {
+        int peer;
+        uint32_t client_vi, req_id;
+        bool operator==(const ConnKey& o) const {
+            return peer == o.peer && client_vi == o.client_vi && req_id == o.req_id;
+        }
+    };
+    static constexpr size_t kMaxConnKeys = 256;
+    std::vector<ConnKey> held_reqs_;  // handed to the application, not yet accepted or rejected
+    std::vector<ConnKey> rejected_;   // the latest rejections (answered again when repeated)
     std::vector<Vi*> ack_owed_;    // VIs with acknowledgements to send
     std::vector<Vi*> rtx_timed_;   // reliable VIs on a lossy wire with requests in flight
     // rtx_clock: the TSC scaled to CLOCK_MONOTONIC nanoseconds once calibrated over 10 ms
@@ -543,6 +561,7 @@ private:
     uint32_t next_req_id_ = 0;  // connection request ids
     uint32_t step_count_ = 0;
     uint64_t last_slow_ns_ = 0;
+    uint64_t last_stale_ns_ = 0;  // the last DISCONNECT answering a stale frame
     std::vector<TransportEvent> tr_events_;
 
     // Asynchronous errors, queued under the lock and delivered outside it.

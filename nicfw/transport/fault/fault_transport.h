@@ -35,7 +35,7 @@ public:
     size_t peer_count() const override { return inner_->peer_count(); }
     uint8_t* tx_reserve(int peer, uint32_t len) override;
     void tx_commit(int peer, uint32_t len) override;
-    void tx_flush() override { inner_->tx_flush(); }
+    void tx_flush() override { inner_->tx_flush(); }  // a batching wire sends here
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override { inner_->rx_release(); }
     void poll_slow(std::vector<TransportEvent>& events) override;

@@ -1,0 +1,184 @@
+// udp transport: frames in UDP datagrams over one socket per NIC, driven by io_uring.
+//
+// Busy-polled: rx_burst reads the completion queue in user space (no system call while
+// nothing arrived); received datagrams land in a provided-buffer ring filled by one
+// multishot recvmsg (kernel >= 6.0; older kernels, or rx=syscall, read with recvmmsg).
+// Sends are batched: tx_commit queues a sendmsg, tx_flush submits everything committed
+// in the engine step with one io_uring_enter. Buffers are allocated once, at creation.
+//
+// The wire can lose datagrams, so lossy() is true and reliable VIs retransmit.
+//
+// NIC address (kAddrLen = 24 bytes):
+//   [0]      kAddrKind (2)
+//   [1]      address version (1)
+//   [2..3]   UDP port, network byte order
+//   [4..7]   IPv4 address, network byte order
+//   [8..15]  host_identity() of the process (nicfw/device.h), native byte order: the
+//            same-host shortcut compares these 8 bytes (kHostIdOffset) with its own
+//   [16..19] nonce: random per NIC, so a restarted process on the same port is a new peer
+//   [20..23] zero
+//
+// Datagram: a kPreamble-byte preamble, then the frame (none in a liveness probe):
+//   [0..3]   magic "SVU1"
+//   [4]      type: 1 frame, 2 probe; [5..7] zero
+//   [8..15]  the sender's host id
+//   [16..19] the sender's nonce
+//   [20..23] the receiver's nonce
+// The sender's IPv4 address and port are the datagram's source. A datagram that is not for this NIC's nonce, or is
+// malformed or truncated, is dropped and counted. A well-formed frame from an unknown
+// sender creates its peer (a server learns its clients from their CONN_REQ).
+//
+// Liveness: UDP cannot tell that a peer is gone. Every peer gets a probe datagram each
+// 100 ms; with IP_RECVERR the kernel reports the ICMP port-unreachable answers, and a
+// peer that gets kRefusalsForDead of them without a datagram from it in between is
+// dead. Where ICMP does not come back a peer is never declared dead: reliable VIs end
+// by their retry timeout.
+#pragma once
+
+#include <liburing.h>
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "nicfw/device.h"
+#include "nicfw/transport.h"
+
+namespace softvia::nicfw {
+
+struct UdpOptions {
+    in_addr_t addr = 0;      // network byte order; 0: the first up non-loopback IPv4, else 127.0.0.1
+    uint16_t port = 0;       // host byte order; 0: ephemeral
+    uint32_t mtu = 1472;     // bytes of UDP payload per datagram (preamble + frame)
+    bool rx_syscall = false; // rx=syscall: recvmmsg instead of the multishot ring
+};
+
+struct UdpStats {
+    uint64_t rx_datagrams = 0;  // datagrams read from the socket
+    uint64_t rx_malformed = 0;  // too short, bad magic or type, or our nonce is not in it
+    uint64_t rx_truncated = 0;  // larger than mtu
+    uint64_t rx_strangers = 0;  // from an unknown sender we could not take as a peer
+    uint64_t rx_refusals = 0;   // ICMP port unreachable reports
+    uint64_t tx_datagrams = 0;
+    uint64_t tx_errors = 0;     // sends the kernel failed (the frame is lost)
+};
+
+class UdpTransport final : public Transport {
+public:
+    static constexpr size_t kAddrLen = 24;
+    static constexpr uint8_t kAddrKind = 2;
+    static constexpr size_t kHostIdOffset = 8;
+    static constexpr uint32_t kPreamble = 24;
+    static constexpr uint32_t kMinMtu = 256;
+    static constexpr uint32_t kMaxMtu = 65507;  // largest UDP payload over IPv4
+    static constexpr uint32_t kRefusalsForDead = 3;
+
+    // Reads the udp options of a device spec (addr, port, mtu, rx, local=wire); -EINVAL
+    // with *why for anything else.
+    static int parse_options(const DeviceSpec& spec, UdpOptions* out, std::string* why);
+    static int create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* out, std::string* why);
+    ~UdpTransport() override;
+
+    const char* name() const override { return "udp"; }
+    const uint8_t* local_addr(size_t* len) const override {
+        *len = kAddrLen;
+        return addr_;
+    }
+    uint32_t max_frame() const override { return mtu_ - kPreamble; }
+    bool lossy() const override { return true; }
+    int resolve(const uint8_t* addr, size_t len) override;
+    const std::vector<uint8_t>& peer_addr(int peer) const override { return peers_[peer].addr; }
+    bool peer_alive(int peer) const override { return !peers_[peer].dead; }
+    size_t peer_count() const override { return peers_.size(); }
+    uint8_t* tx_reserve(int peer, uint32_t len) override;
+    void tx_commit(int peer, uint32_t len) override;
+    void tx_flush() override;
+    int rx_burst(RxFrame* out, int max) override;
+    void rx_release() override;
+    void poll_slow(std::vector<TransportEvent>& events) override;
+
+    const UdpStats& stats() const { return stats_; }
+    bool multishot() const { return !rx_syscall_; }
+    uint16_t port() const;  // host byte order
+
+private:
+    struct Peer {
+        std::vector<uint8_t> addr;
+        sockaddr_in sa{};
+        uint64_t host_id = 0;
+        uint32_t nonce = 0;
+        bool dead = false;
+        bool dead_reported = false;
+        uint32_t refusals = 0;   // ICMP port unreachable since we last heard from it
+        uint64_t next_probe_ns = 0;
+    };
+    struct TxSlot {
+        msghdr msg;
+        iovec iov;
+        sockaddr_in to;
+        uint8_t* buf;  // kPreamble + frame
+    };
+    struct Pending {  // a received frame not yet handed to the engine
+        const uint8_t* data;
+        uint32_t len;
+        int peer;
+        int bid;  // provided buffer to give back, -1 in rx=syscall mode
+    };
+
+    UdpTransport() = default;
+    int setup_ring(std::string* why);
+    void submit();
+    void arm_recv();
+    void reap();
+    void on_recv_cqe(const io_uring_cqe& cqe);
+    void recv_syscall();
+    bool take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid);
+    void recycle(int bid);
+    void drain_errors();
+    bool send_probe(Peer& p);
+    io_uring_sqe* next_sqe();
+    int peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t nonce);
+
+    int fd_ = -1;
+    io_uring ring_{};
+    bool ring_ok_ = false;
+    uint32_t mtu_ = 1472;
+    uint8_t addr_[kAddrLen] = {};
+    uint64_t host_id_ = 0;
+    uint32_t nonce_ = 0;
+
+    std::vector<Peer> peers_;
+    std::unordered_map<uint64_t, std::vector<int>> by_endpoint_;  // (ip << 16 | port) -> peers
+
+    // tx: a fixed pool of frame buffers; a slot is free again when its send completes.
+    std::vector<TxSlot> tx_slots_;
+    std::vector<uint8_t> tx_mem_;
+    std::vector<int> tx_free_;
+    int tx_cur_ = -1;        // slot handed out by tx_reserve
+    uint32_t unsubmitted_ = 0;
+    uint32_t step_frames_ = 0;  // committed since the last tx_flush
+
+    // rx: provided buffers (multishot) or recvmmsg buffers (rx=syscall).
+    bool rx_syscall_ = false;
+    bool recv_armed_ = false;
+    io_uring_buf_ring* br_ = nullptr;
+    size_t br_len_ = 0;
+    uint8_t* rx_mem_ = nullptr;
+    size_t rx_mem_len_ = 0;
+    uint32_t rx_bufs_ = 0, rx_buf_size_ = 0, rx_buf_len_ = 0;  // count, stride, length
+    msghdr rx_msg_{};  // the multishot recvmsg's template: name length only
+    std::vector<Pending> pending_;  // ring of rx_bufs_ entries
+    uint32_t pend_head_ = 0, pend_count_ = 0;
+    std::vector<int> taken_;        // buffers handed out by rx_burst
+    std::vector<mmsghdr> mm_;
+    std::vector<iovec> mm_iov_;
+    std::vector<sockaddr_in> mm_from_;
+
+    bool errors_pending_ = false;
+    UdpStats stats_;
+};
+
+}  // namespace softvia::nicfw

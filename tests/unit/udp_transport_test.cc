@@ -1,0 +1,389 @@
+// tests/unit/udp_transport_test.cc -- the udp transport over 127.0.0.1: frames both
+// ways, batching and pacing, options, addresses, malformed, truncated and stranger
+// datagrams from a raw socket, a receiver that does not read, dead and restarted peers.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "nicfw/device.h"
+#include "transport/udp/udp_transport.h"
+#include "unit_util.h"
+
+using namespace softvia::nicfw;
+using unit::now_ms;
+
+namespace {
+
+std::unique_ptr<UdpTransport> make(const std::string& opts = "", std::string* why_out = nullptr, int* rc_out = nullptr) {
+    DeviceSpec spec;
+    std::string why;
+    EXPECT_EQ(0, parse_device_name("udp:addr=127.0.0.1" + opts, &spec, &why)) << why;
+    UdpOptions o;
+    int rc = UdpTransport::parse_options(spec, &o, &why);
+    std::unique_ptr<UdpTransport> t;
+    if (rc == 0) rc = UdpTransport::create(o, &t, &why);
+    if (why_out) *why_out = why;
+    if (rc_out) *rc_out = rc;
+    else EXPECT_EQ(0, rc) << why;
+    return t;
+}
+
+std::vector<uint8_t> addr(const UdpTransport& t) {
+    size_t n;
+    const uint8_t* a = t.local_addr(&n);
+    return std::vector<uint8_t>(a, a + n);
+}
+
+int resolve(UdpTransport& from, const UdpTransport& to) {
+    auto a = addr(to);
+    return from.resolve(a.data(), a.size());
+}
+
+void fill(uint8_t* p, uint32_t len, uint32_t seq) {
+    for (uint32_t i = 0; i < len; i++) p[i] = static_cast<uint8_t>(seq * 31 + i * 7);
+}
+bool check(const uint8_t* p, uint32_t len, uint32_t seq) {
+    for (uint32_t i = 0; i < len; i++)
+        if (p[i] != static_cast<uint8_t>(seq * 31 + i * 7)) return false;
+    return true;
+}
+
+bool send(UdpTransport& t, int peer, uint32_t len, uint32_t seq) {
+    uint8_t* p = t.tx_reserve(peer, len);
+    if (!p) return false;
+    fill(p, len, seq);
+    t.tx_commit(peer, len);
+    return true;
+}
+
+struct Got {
+    int peer;
+    std::vector<uint8_t> data;
+};
+
+// Polls t until want frames arrived or ms passed; copies them out.
+std::vector<Got> receive(UdpTransport& t, size_t want, uint64_t ms = 2000) {
+    std::vector<Got> got;
+    uint64_t end = now_ms() + ms;
+    while (got.size() < want && now_ms() < end) {
+        RxFrame f[32];
+        int n = t.rx_burst(f, 32);
+        for (int i = 0; i < n; i++) got.push_back({f[i].peer, std::vector<uint8_t>(f[i].data, f[i].data + f[i].len)});
+        if (n) t.rx_release();
+        else usleep(100);
+    }
+    return got;
+}
+
+// A plain UDP socket on 127.0.0.1 that plays a stranger.
+struct RawSocket {
+    int fd = -1;
+    RawSocket() {
+        fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+    }
+    ~RawSocket() { close(fd); }
+    uint16_t port() const {
+        sockaddr_in sa{};
+        socklen_t l = sizeof sa;
+        getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &l);
+        return ntohs(sa.sin_port);
+    }
+    void send_to(const UdpTransport& t, const std::vector<uint8_t>& d) const {
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        sa.sin_port = htons(t.port());
+        ASSERT_EQ(static_cast<ssize_t>(d.size()),
+                  sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&sa), sizeof sa));
+    }
+};
+
+// The preamble of udp_transport.h, addressed to t's nonce.
+std::vector<uint8_t> preamble(const UdpTransport& t, uint32_t src_nonce, uint8_t type = 1) {
+    std::vector<uint8_t> d(UdpTransport::kPreamble, 0);
+    memcpy(d.data(), "SVU1", 4);
+    d[4] = type;
+    uint64_t host = 0x1234;
+    memcpy(d.data() + 8, &host, 8);
+    memcpy(d.data() + 16, &src_nonce, 4);
+    memcpy(d.data() + 20, addr(t).data() + 16, 4);
+    return d;
+}
+
+}  // namespace
+
+TEST(UdpTransport, AddressLayout) {
+    auto a = make(), b = make();
+    auto x = addr(*a);
+    ASSERT_EQ(UdpTransport::kAddrLen, x.size());
+    EXPECT_EQ(UdpTransport::kAddrKind, x[0]);
+    EXPECT_EQ(1, x[1]);
+    uint16_t port_be;
+    memcpy(&port_be, x.data() + 2, 2);
+    EXPECT_EQ(a->port(), ntohs(port_be));
+    EXPECT_NE(0, a->port());
+    in_addr_t ip;
+    memcpy(&ip, x.data() + 4, 4);
+    EXPECT_EQ(htonl(INADDR_LOOPBACK), ip);
+    uint64_t host;
+    memcpy(&host, x.data() + UdpTransport::kHostIdOffset, 8);
+    EXPECT_EQ(host_identity(), host);
+    EXPECT_NE(addr(*a), addr(*b));
+    EXPECT_TRUE(a->lossy());
+    EXPECT_EQ(1472u - UdpTransport::kPreamble, a->max_frame());
+}
+
+TEST(UdpTransport, Options) {
+    struct Bad {
+        const char* opts;
+    } bad[] = {{",port=70000"}, {",port=-1"}, {",port=x"}, {",mtu=100"}, {",mtu=65508"}, {",mtu="},
+               {",local=shm"},  {",rx=fast"}, {",colour=blue"}};
+    for (const Bad& b : bad) {
+        std::string why;
+        int rc = 0;
+        auto t = make(b.opts, &why, &rc);
+        EXPECT_EQ(-EINVAL, rc) << b.opts;
+        EXPECT_FALSE(why.empty()) << b.opts;
+        EXPECT_EQ(nullptr, t);
+    }
+    for (const char* a : {"udp:addr=300.1.1.1", "udp:addr=0.0.0.0", "udp:addr=", "udp:addr=::1"}) {
+        DeviceSpec spec;
+        std::string why;
+        ASSERT_EQ(0, parse_device_name(a, &spec, &why));
+        std::unique_ptr<Transport> t;
+        EXPECT_EQ(-EINVAL, create_transport(spec, &t, &why)) << a;
+    }
+    // Through the registry, with the options every kind takes.
+    DeviceSpec spec;
+    std::string why;
+    ASSERT_EQ(0, parse_device_name("udp:addr=127.0.0.1,local=wire,progress=thread,mtu=9000", &spec, &why));
+    std::unique_ptr<Transport> t;
+    ASSERT_EQ(0, create_transport(spec, &t, &why)) << why;
+    EXPECT_STREQ("udp", t->name());
+    EXPECT_EQ(9000u - UdpTransport::kPreamble, t->max_frame());
+    // A port in use.
+    auto a = make();
+    int rc = 0;
+    auto b = make(",port=" + std::to_string(a->port()), &why, &rc);
+    EXPECT_EQ(-EADDRINUSE, rc);
+    EXPECT_NE(std::string::npos, why.find("bind")) << why;
+}
+
+TEST(UdpTransport, BadAddresses) {
+    auto a = make(), b = make();
+    auto x = addr(*b);
+    EXPECT_EQ(-EINVAL, a->resolve(nullptr, 24));
+    EXPECT_EQ(-EINVAL, a->resolve(x.data(), 23));
+    auto k = x;
+    k[0] = 1;  // shm's kind
+    EXPECT_EQ(-EINVAL, a->resolve(k.data(), k.size()));
+    auto p = x;
+    p[2] = p[3] = 0;  // port 0
+    EXPECT_EQ(-EINVAL, a->resolve(p.data(), p.size()));
+    auto n = x;
+    memset(n.data() + 16, 0, 4);  // nonce 0
+    EXPECT_EQ(-EINVAL, a->resolve(n.data(), n.size()));
+    EXPECT_EQ(0u, a->peer_count());
+    int id = a->resolve(x.data(), x.size());
+    EXPECT_EQ(0, id);
+    EXPECT_EQ(id, a->resolve(x.data(), x.size()));  // the same peer again
+    EXPECT_EQ(x, a->peer_addr(id));
+}
+
+TEST(UdpTransport, FramesBothWays) {
+    for (const char* mode : {"", ",rx=syscall"}) {
+        auto a = make(mode), b = make(mode);
+        EXPECT_EQ(*mode == 0, a->multishot());
+        int pb = resolve(*a, *b);
+        ASSERT_GE(pb, 0);
+        const uint32_t lens[] = {1, 36, 100, 1000, a->max_frame()};
+        for (uint32_t i = 0; i < 5; i++) ASSERT_TRUE(send(*a, pb, lens[i], i));
+        a->tx_flush();
+        auto got = receive(*b, 5);
+        ASSERT_EQ(5u, got.size()) << mode;
+        int pa = got[0].peer;
+        EXPECT_EQ(addr(*a), b->peer_addr(pa));  // created on first contact, with a's address
+        for (uint32_t i = 0; i < 5; i++) {
+            EXPECT_EQ(pa, got[i].peer);
+            ASSERT_EQ(lens[i], got[i].data.size());
+            EXPECT_TRUE(check(got[i].data.data(), lens[i], i));
+        }
+        // And back, to the peer index the first frame came from.
+        for (uint32_t i = 0; i < 3; i++) ASSERT_TRUE(send(*b, pa, 200, 50 + i));
+        b->tx_flush();
+        got = receive(*a, 3);
+        ASSERT_EQ(3u, got.size());
+        for (uint32_t i = 0; i < 3; i++) {
+            EXPECT_EQ(pb, got[i].peer);
+            EXPECT_TRUE(check(got[i].data.data(), 200, 50 + i));
+        }
+        EXPECT_EQ(nullptr, a->tx_reserve(pb, a->max_frame() + 1));
+        EXPECT_EQ(nullptr, a->tx_reserve(pb, 0));
+    }
+}
+
+TEST(UdpTransport, BatchedUntilFlushAndPacedPerStep) {
+    auto a = make(), b = make();
+    int pb = resolve(*a, *b);
+    receive(*b, 1, 10);  // arms b's receive
+    int n = 0;
+    while (n < 1000 && send(*a, pb, 64, static_cast<uint32_t>(n))) n++;
+    EXPECT_EQ(32, n);  // one engine step sends at most what a receiver takes in one burst
+    EXPECT_TRUE(receive(*b, 1, 50).empty());  // committed, not submitted
+    a->tx_flush();
+    auto got = receive(*b, 32);
+    ASSERT_EQ(32u, got.size());
+    for (int i = 0; i < 32; i++) EXPECT_TRUE(check(got[i].data.data(), 64, static_cast<uint32_t>(i)));
+    EXPECT_TRUE(send(*a, pb, 64, 99));  // a new step may send again
+    a->tx_flush();
+    EXPECT_EQ(1u, receive(*b, 1).size());
+}
+
+TEST(UdpTransport, MalformedTruncatedAndStrangers) {
+    auto b = make(",mtu=1000");
+    receive(*b, 1, 10);
+    RawSocket raw;
+    raw.send_to(*b, {1, 2, 3});                                    // shorter than a preamble
+    auto bad_magic = preamble(*b, 7);
+    bad_magic[0] = 'X';
+    bad_magic.resize(100);
+    raw.send_to(*b, bad_magic);
+    auto bad_type = preamble(*b, 7, 9);
+    bad_type.resize(100);
+    raw.send_to(*b, bad_type);
+    auto other_nonce = preamble(*b, 7);
+    other_nonce[20] ^= 0xff;  // for an earlier NIC on this port
+    other_nonce.resize(100);
+    raw.send_to(*b, other_nonce);
+    auto zero_src = preamble(*b, 0);
+    zero_src.resize(100);
+    raw.send_to(*b, zero_src);
+    auto big = preamble(*b, 7);
+    big.resize(1001);  // larger than the mtu: truncated
+    raw.send_to(*b, big);
+    auto probe = preamble(*b, 7, 2);  // a probe from an unknown sender makes no peer
+    raw.send_to(*b, probe);
+    EXPECT_TRUE(receive(*b, 1, 200).empty());
+    EXPECT_EQ(0u, b->peer_count());
+    const UdpStats& s = b->stats();
+    EXPECT_EQ(3u, s.rx_malformed);
+    EXPECT_EQ(2u, s.rx_strangers);
+    EXPECT_EQ(1u, s.rx_truncated);
+    // A well-formed frame from an unknown sender: its peer is created on first contact,
+    // and frames of the largest size still arrive.
+    auto good = preamble(*b, 7);
+    good.resize(1000, 0xab);
+    raw.send_to(*b, good);
+    auto got = receive(*b, 1);
+    ASSERT_EQ(1u, got.size());
+    EXPECT_EQ(1000u - UdpTransport::kPreamble, got[0].data.size());
+    ASSERT_EQ(1u, b->peer_count());
+    const auto& pa = b->peer_addr(got[0].peer);
+    uint16_t port_be;
+    memcpy(&port_be, pa.data() + 2, 2);
+    EXPECT_EQ(raw.port(), ntohs(port_be));
+    uint32_t nonce;
+    memcpy(&nonce, pa.data() + 16, 4);
+    EXPECT_EQ(7u, nonce);
+}
+
+TEST(UdpTransport, ReceiverThatDoesNotRead) {
+    for (const char* mode : {"", ",rx=syscall"}) {
+        auto a = make(mode), b = make(mode);
+        int pb = resolve(*a, *b);
+        receive(*b, 1, 10);
+        // Far more than the receive buffers and the socket hold: the surplus is lost,
+        // the sender is never blocked.
+        const uint32_t total = 8000;
+        for (uint32_t i = 0; i < total; i++) {
+            uint8_t* p = a->tx_reserve(pb, 1400);
+            if (!p) {
+                a->tx_flush();
+                p = a->tx_reserve(pb, 1400);
+                ASSERT_NE(nullptr, p);
+            }
+            memset(p, 0, 1400);
+            memcpy(p, &i, 4);
+            a->tx_commit(pb, 1400);
+        }
+        a->tx_flush();
+        usleep(20000);
+        auto got = receive(*b, total, 500);
+        EXPECT_GT(got.size(), 0u) << mode;
+        EXPECT_LT(got.size(), total) << mode;
+        uint32_t prev = 0;
+        for (size_t i = 0; i < got.size(); i++) {
+            ASSERT_EQ(1400u, got[i].data.size());
+            uint32_t seq;
+            memcpy(&seq, got[i].data.data(), 4);
+            ASSERT_LT(seq, total);
+            if (i) {
+                EXPECT_GT(seq, prev);  // what arrives is in order, at most once
+            }
+            prev = seq;
+        }
+        // The wire works again once the receiver reads.
+        ASSERT_TRUE(send(*a, pb, 100, 5));
+        a->tx_flush();
+        got = receive(*b, 1);
+        ASSERT_EQ(1u, got.size()) << mode;
+        EXPECT_TRUE(check(got[0].data.data(), 100, 5));
+    }
+}
+
+TEST(UdpTransport, DeadPeerByIcmp) {
+    auto a = make();
+    auto b = make();
+    int pb = resolve(*a, *b);
+    EXPECT_TRUE(a->peer_alive(pb));
+    b.reset();  // its port is closed: probes come back as port unreachable
+    std::vector<TransportEvent> ev;
+    uint64_t end = now_ms() + 3000;
+    while (ev.empty() && now_ms() < end) {
+        RxFrame f[8];
+        if (a->rx_burst(f, 8)) a->rx_release();
+        a->poll_slow(ev);
+        usleep(1000);
+    }
+    ASSERT_EQ(1u, ev.size());
+    EXPECT_EQ(PeerEvent::kDead, ev[0].kind);
+    EXPECT_EQ(pb, ev[0].peer);
+    EXPECT_FALSE(a->peer_alive(pb));
+    EXPECT_GE(a->stats().rx_refusals, UdpTransport::kRefusalsForDead);
+    EXPECT_EQ(nullptr, a->tx_reserve(pb, 10));
+    auto x = a->peer_addr(pb);
+    EXPECT_EQ(-EHOSTUNREACH, a->resolve(x.data(), x.size()));
+}
+
+TEST(UdpTransport, RestartedPeerOnTheSamePortIsANewPeer) {
+    auto a = make(), b = make();
+    uint16_t port = b->port();
+    int pb = resolve(*a, *b);
+    ASSERT_TRUE(send(*b, resolve(*b, *a), 10, 1));
+    b->tx_flush();
+    ASSERT_EQ(1u, receive(*a, 1).size());
+    b.reset();
+    auto b2 = make(",port=" + std::to_string(port));
+    ASSERT_NE(nullptr, b2);
+    ASSERT_TRUE(send(*b2, resolve(*b2, *a), 10, 2));
+    b2->tx_flush();
+    auto got = receive(*a, 1);
+    ASSERT_EQ(1u, got.size());
+    EXPECT_NE(pb, got[0].peer);
+    EXPECT_EQ(addr(*b2), a->peer_addr(got[0].peer));
+    std::vector<TransportEvent> ev;
+    a->poll_slow(ev);
+    ASSERT_EQ(1u, ev.size());  // the NIC that had the port before is gone
+    EXPECT_EQ(pb, ev[0].peer);
+}

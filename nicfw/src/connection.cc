@@ -79,6 +79,10 @@ void Engine::send_conn_req(Vi& vi) {
     pl.dst_disc_len = static_cast<uint16_t>(vi.remote_disc.size());
     memcpy(pl.disc, vi.local_disc.data(), vi.local_disc.size());
     memcpy(pl.disc + vi.local_disc.size(), vi.remote_disc.data(), vi.remote_disc.size());
+    size_t alen;
+    const uint8_t* a = tr_->local_addr(&alen);
+    pl.src_addr_len = static_cast<uint16_t>(alen);
+    memcpy(pl.src_addr, a, alen);
     send_control(vi.peer, NICFW_F_CONN_REQ, 0xFFFFFFFFu, vi.id, vi.req_id, &pl);
 }
 
@@ -263,6 +267,7 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
         }
         memcpy(&pl, f.data + sizeof(nicfw_frame_hdr), h.msg_len);
         if (pl.src_disc_len > NICFW_MAX_DISCRIMINATOR || pl.dst_disc_len > NICFW_MAX_DISCRIMINATOR ||
+            pl.src_addr_len > NICFW_MAX_ADDR ||
             kFixed + pl.src_disc_len + pl.dst_disc_len > h.msg_len) {
             status_->nic.drops++;
             return;
@@ -291,7 +296,10 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
                 l->req.rdma_write = pl.rdma_write;
                 l->req.rdma_read = pl.rdma_read;
                 l->req.disc.assign(src_disc, src_disc + pl.src_disc_len);
-                l->req.addr = tr_->peer_addr(f.peer);
+                if (pl.src_addr_len)
+                    l->req.addr.assign(pl.src_addr, pl.src_addr + pl.src_addr_len);
+                else
+                    l->req.addr = tr_->peer_addr(f.peer);
                 // Release: the waiting driver that sees matched sees req.
                 l->matched.store(true, std::memory_order_release);
                 return;

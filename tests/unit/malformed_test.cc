@@ -396,6 +396,16 @@ TEST_F(Malformed, ControlPayloadChecks) {
             send_frame(h, &pl, sizeof pl);
             count++;
         }
+        // A source address longer than any NIC's.
+        pl.src_disc_len = pl.dst_disc_len = 0;
+        pl.src_addr_len = NICFW_MAX_ADDR + 1;
+        {
+            nicfw_frame_hdr h = hdr(type, v->id);
+            h.msg_len = sizeof pl;
+            send_frame(h, &pl, sizeof pl);
+            count++;
+        }
+        pl.src_addr_len = 0;
         pl.src_disc_len = 10;
         pl.dst_disc_len = 10;
         // Payload shorter than the fixed part / than the header claims / than the

@@ -117,6 +117,11 @@ typedef struct {
     uint32_t max_transfer;
     uint16_t src_disc_len; /* PEER_REQ: sender's local discriminator; CONN_REQ: target */
     uint16_t dst_disc_len; /* PEER_REQ: the discriminator the sender wants to reach */
+    uint16_t src_addr_len; /* CONN_REQ: bytes of src_addr; 0 elsewhere */
+    uint16_t reserved;
+    /* CONN_REQ: the sender NIC's whole address, which a server's VipConnectWait reports:
+     * the wire a frame came by may show only part of it (the same-host shortcut). */
+    uint8_t src_addr[NICFW_MAX_ADDR];
     uint8_t disc[2 * NICFW_MAX_DISCRIMINATOR]; /* src bytes, then dst bytes */
 } nicfw_conn_payload;
 

@@ -25,7 +25,7 @@ int main(void) {
     snprintf(path, sizeof path, "%s/hosts", dir);
     snprintf(bad1, sizeof bad1, "%s/bad-hex", dir);
     snprintf(bad2, sizeof bad2, "%s/odd-hex", dir);
-    char h1[2 * 32 + 1], h2[2 * 32 + 1];
+    char h1[2 * 64 + 1], h2[2 * 64 + 1]; /* the longest NIC address: 64 bytes */
     hex(h1, e.na.LocalNicAddress, e.na.NicAddressLen);
     hex(h2, e2.na.LocalNicAddress, e2.na.NicAddressLen);
     FILE *f = fopen(path, "w");

@@ -133,6 +133,15 @@ int main(int argc, char **argv) {
         EXPECT(d == rd[i] && (d->CS.Status & VIP_STATUS_ERROR_MASK) == 0 && !strcmp(rb + 64 * i, want),
                "message %d: status 0x%x '%s'", i, d->CS.Status, rb + 64 * i);
     }
+    /* Both NICs keep stepping until both ranks are done: on a lossy wire a lost ACK is
+     * repaired only while the receiver's NIC still runs, and with inline progress it runs
+     * only inside our calls (a plain barrier here left the peer's last send unanswered
+     * until its retry timeout). */
+    char key[32];
+    snprintf(key, sizeof key, "data-done.%d", mp_rank);
+    sv_boot_put(key, "1", 1);
+    snprintf(key, sizeof key, "data-done.%d", peer);
+    progress_until(&e, key);
     if (sv_boot_barrier(MP_BOOT_MS) != 0) FATAL("barrier");
     CHECK(VipDisconnect(vi));
     th_drain(vi, 1000);

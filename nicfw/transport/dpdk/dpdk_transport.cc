@@ -43,6 +43,19 @@ std::string semicolons_to_commas(std::string s) {
 }
 }  // namespace
 
+std::string substitute_nic_index(const std::string& s, unsigned n) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] == '%' && i + 1 < s.size() && s[i + 1] == 'n') {
+            out += std::to_string(n);
+            i++;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
 int parse_dpdk_options(const DeviceSpec& spec, DpdkOptions* out, std::string* why) {
     DpdkOptions o;
     for (const auto& [k, v] : spec.opts) {
@@ -53,10 +66,16 @@ int parse_dpdk_options(const DeviceSpec& spec, DpdkOptions* out, std::string* wh
             size_t comma = s.find(',');
             o.vdev_name = s.substr(0, comma);
             o.vdev_args = comma == std::string::npos ? "" : s.substr(comma + 1);
-            if (o.vdev_name.empty() ||
-                o.vdev_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+            std::string plain_name = substitute_nic_index(o.vdev_name, 0);
+            if (plain_name.empty() ||
+                plain_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
                     std::string::npos) {
                 *why = "dpdk: vdev= needs a driver instance name such as net_af_packet0, not '" + o.vdev_name + "'";
+                return -EINVAL;
+            }
+            if (o.vdev_args.find("%n") != std::string::npos && o.vdev_name.find("%n") == std::string::npos) {
+                *why = "dpdk: %n in the vdev arguments needs %n in the vdev name too (e.g. "
+                       "vdev=net_af_packet%n;iface=veth%n), or the second NIC would find the name taken";
                 return -EINVAL;
             }
         } else if (k == "port") {
@@ -237,19 +256,29 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     Eal& e = eal();
     uint16_t port;
     if (!o.vdev_name.empty()) {
-        if (rte_eth_dev_get_port_by_name(o.vdev_name.c_str(), &port) == 0) {
-            *why = "dpdk: vdev " + o.vdev_name + " is already open in this process; give each NIC its own name";
-            return -EBUSY;
+        // %n: the lowest index whose vdev is not open in this process (a NIC closed
+        // earlier frees its index), so the NICs of one process each get their own.
+        bool indexed = o.vdev_name.find("%n") != std::string::npos;
+        unsigned n = 0;
+        std::string name = substitute_nic_index(o.vdev_name, n);
+        while (rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0) {
+            if (!indexed || ++n > kMaxNicIndex) {
+                *why = "dpdk: vdev " + name + " is already open in this process; give each NIC its own name" +
+                       (indexed ? "" : " (or write %n in vdev= for one per NIC)");
+                return -EBUSY;
+            }
+            name = substitute_nic_index(o.vdev_name, n);
         }
-        int rc = rte_eal_hotplug_add("vdev", o.vdev_name.c_str(), o.vdev_args.c_str());
+        std::string args = substitute_nic_index(o.vdev_args, n);
+        int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str());
         if (rc < 0) {
-            *why = "dpdk: cannot create vdev " + o.vdev_name + " (" + o.vdev_args + "): " + rte_reason(rc) +
+            *why = "dpdk: cannot create vdev " + name + " (" + args + "): " + rte_reason(rc) +
                    " (is its driver installed, the interface or socket there, and are we root?)";
             return rc;
         }
-        vdev_name_ = o.vdev_name;
-        if (rte_eth_dev_get_port_by_name(o.vdev_name.c_str(), &port) != 0) {
-            *why = "dpdk: vdev " + o.vdev_name + " was created but is not an Ethernet port";
+        vdev_name_ = name;
+        if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0) {
+            *why = "dpdk: vdev " + name + " was created but is not an Ethernet port";
             return -ENODEV;
         }
     } else {
@@ -311,7 +340,7 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     if (rc < 0) return fail("cannot start the port", rc);
     port_started_ = true;
     if (o.vdev_name.rfind("net_memif", 0) == 0 && !memif_link_up(port, o.vdev_args.find("role=client") != std::string::npos)) {
-        *why = "dpdk: memif " + o.vdev_name + ": no peer connected within 10 s";
+        *why = "dpdk: memif " + vdev_name_ + ": no peer connected within 10 s";
         return -ETIMEDOUT;
     }
     rte_ether_addr mac;

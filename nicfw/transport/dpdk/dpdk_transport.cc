@@ -441,8 +441,10 @@ uint8_t* DpdkTransport::tx_reserve(int peer, uint32_t len) {
     if (p.self) {
         if (loop_n_ == kBurst) return nullptr;
     } else if (txq_n_ == kTxQueue) {
-        tx_flush();
-        if (txq_n_ == kTxQueue) return nullptr;  // the port is behind; the engine retries
+        // A step hands the port at most a queue's worth: a large send leaves over
+        // several steps, as through a NIC's descriptor ring, and the engine gets back
+        // to receiving (ACKs, other VIs) in between. The engine retries next step.
+        return nullptr;
     }
     rte_mbuf* m = alloc_mbuf();
     if (!m) return nullptr;

@@ -315,12 +315,24 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     }
     if (rte_eth_dev_get_mtu(port, &mtu) < 0 || mtu == 0) mtu = RTE_ETHER_MTU;
     uint16_t rxd = o.rxd, txd = o.txd;
+    // net_af_xdp overruns its receive ring, and stalls sending with a transmit ring
+    // below its 2048-entry completion ring (measured on veth): at least 2048 each.
+    const bool af_xdp = o.vdev_name.rfind("net_af_xdp", 0) == 0;
+    if (af_xdp) {
+        rxd = std::max<uint16_t>(rxd, kAfXdpMinRing);
+        txd = std::max<uint16_t>(txd, kAfXdpMinRing);
+    }
     rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
     if (rc < 0) return fail("cannot size the descriptor rings", rc);
 
     // Room for a whole frame in one mbuf: we never chain.
     uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + mtu + 14 + 8);
     uint32_t n = rxd + txd + kTxQueue + 3 * kBurst + 2 * 64;
+    // net_af_xdp makes our pool its UMEM and keeps mbufs of it in rings of its own size,
+    // whatever rxd/txd say: its fill ring (2 x 2048) and completion ring (2048). Without
+    // room for those its queue set-up fails (EINVAL) or, barely above, the fill ring
+    // runs dry under a stream and the kernel drops what arrives.
+    if (af_xdp) n += kAfXdpFillRing + kAfXdpCompletionRing;
     char pname[RTE_MEMPOOL_NAMESIZE];
     snprintf(pname, sizeof pname, "softvia%u", e.pools++);
     pool_ = rte_pktmbuf_pool_create(pname, n, 64, 0, static_cast<uint16_t>(room), SOCKET_ID_ANY);

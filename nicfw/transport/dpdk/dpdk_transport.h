@@ -105,6 +105,9 @@ public:
 private:
     static constexpr int kBurst = 32;
     static constexpr int kTxQueue = 256;      // committed frames not yet taken by the port
+    static constexpr uint32_t kAfXdpFillRing = 4096;        // DPDK 22.11 net_af_xdp: 2 x its 2048 default
+    static constexpr uint32_t kAfXdpCompletionRing = 2048;
+    static constexpr uint16_t kAfXdpMinRing = 2048;
     static constexpr size_t kMaxPeers = 4096; // a flood of strangers cannot grow us further
 
     struct Peer {

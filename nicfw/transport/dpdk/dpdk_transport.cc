@@ -332,6 +332,7 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     // whatever rxd/txd say: its fill ring (2 x 2048) and completion ring (2048). Without
     // room for those its queue set-up fails (EINVAL) or, barely above, the fill ring
     // runs dry under a stream and the kernel drops what arrives.
+    needs_kicks_ = af_xdp;
     if (af_xdp) n += kAfXdpFillRing + kAfXdpCompletionRing;
     char pname[RTE_MEMPOOL_NAMESIZE];
     snprintf(pname, sizeof pname, "softvia%u", e.pools++);
@@ -486,9 +487,16 @@ void DpdkTransport::tx_commit(int peer, uint32_t len) {
 }
 
 void DpdkTransport::tx_flush() {
-    if (txq_n_ == 0) return;
+    if (txq_n_ == 0) {
+        // net_af_xdp on a copy-mode interface (veth) sends at most a small batch per
+        // kick (sendto) and kicks only inside a transmit burst: what it holds would
+        // wait for our next frame. Empty bursts keep kicking for a few ticks.
+        if (kick_ticks_ > 0) rte_eth_tx_burst(port_, 0, txq_, 0);
+        return;
+    }
     uint16_t sent = rte_eth_tx_burst(port_, 0, txq_, static_cast<uint16_t>(txq_n_));
     if (sent == 0) return;
+    if (needs_kicks_) kick_ticks_ = kKickTicks;
     tx_progress_ = true;
     txq_n_ -= sent;
     memmove(txq_, txq_ + sent, sizeof(rte_mbuf*) * txq_n_);
@@ -567,6 +575,7 @@ void DpdkTransport::poll_slow(std::vector<TransportEvent>&) {
     }
     tx_stalled_ = txq_n_ && !tx_progress_;
     tx_progress_ = false;
+    if (kick_ticks_ > 0) kick_ticks_--;
 }
 
 }  // namespace softvia::nicfw

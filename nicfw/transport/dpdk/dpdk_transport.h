@@ -153,6 +153,9 @@ private:
     rte_mbuf* txq_[kTxQueue] = {};
     int txq_n_ = 0;
     bool tx_progress_ = false, tx_stalled_ = false;  // since the last slow tick
+    bool needs_kicks_ = false;  // net_af_xdp: empty bursts after sending (tx_flush)
+    int kick_ticks_ = 0;        // slow ticks of empty bursts left
+    static constexpr int kKickTicks = 3;
     rte_mbuf* loop_[kBurst] = {};   // frames to ourselves, received on the next burst
     int loop_n_ = 0;
     rte_mbuf* held_[kBurst] = {};   // handed out by rx_burst until rx_release

@@ -88,6 +88,20 @@ TEST(DpdkOptions, VdevArgumentsUseSemicolons) {
     EXPECT_FALSE(o.huge);
 }
 
+TEST(DpdkOptions, NicIndexInVdev) {
+    DpdkOptions o;
+    std::string why;
+    ASSERT_EQ(parse("dpdk:vdev=net_af_packet%n;iface=svc%n,local=wire", &o, &why), 0) << why;
+    EXPECT_EQ(o.vdev_name, "net_af_packet%n");
+    EXPECT_EQ(substitute_nic_index(o.vdev_name, 1), "net_af_packet1");
+    EXPECT_EQ(substitute_nic_index(o.vdev_args, 12), "iface=svc12");
+    EXPECT_EQ(substitute_nic_index("a%%n%x%", 3), "a%3%x%");
+    // %n in the arguments alone would give every NIC the same vdev name.
+    EXPECT_EQ(parse("dpdk:vdev=net_af_packet0;iface=svc%n", &o, &why), -EINVAL);
+    EXPECT_NE(why.find("%n"), std::string::npos) << why;
+    EXPECT_EQ(parse("dpdk:vdev=net_%x", &o, &why), -EINVAL);
+}
+
 TEST(DpdkOptions, PortAndEalArguments) {
     DpdkOptions o;
     std::string why;

@@ -74,8 +74,8 @@ case $wire in
     export SV_DPDK_DEV1="dpdk:vdev=net_af_packet0;iface=$vb;qdisc_bypass=1;framecnt=4096" ;;
   af_xdp)
     veth_pair
-    export SV_DPDK_DEV0="dpdk:vdev=net_af_xdp0;iface=$va;start_queue=0;queue_count=1,rxd=2048,txd=2048"
-    export SV_DPDK_DEV1="dpdk:vdev=net_af_xdp0;iface=$vb;start_queue=0;queue_count=1,rxd=2048,txd=2048" ;;
+    export SV_DPDK_DEV0="dpdk:vdev=net_af_xdp0;iface=$va;start_queue=0;queue_count=1"
+    export SV_DPDK_DEV1="dpdk:vdev=net_af_xdp0;iface=$vb;start_queue=0;queue_count=1" ;;
   memif)
     # Both ends on this host: local=wire keeps a same-host shortcut from taking over.
     export SV_DPDK_NS0= SV_DPDK_NS1=

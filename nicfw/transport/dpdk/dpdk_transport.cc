@@ -43,6 +43,19 @@ std::string semicolons_to_commas(std::string s) {
 }
 }  // namespace
 
+std::string substitute_nic_index(const std::string& s, unsigned n) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] == '%' && i + 1 < s.size() && s[i + 1] == 'n') {
+            out += std::to_string(n);
+            i++;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
 int parse_dpdk_options(const DeviceSpec& spec, DpdkOptions* out, std::string* why) {
     DpdkOptions o;
     for (const auto& [k, v] : spec.opts) {
@@ -53,10 +66,16 @@ int parse_dpdk_options(const DeviceSpec& spec, DpdkOptions* out, std::string* wh
             size_t comma = s.find(',');
             o.vdev_name = s.substr(0, comma);
             o.vdev_args = comma == std::string::npos ? "" : s.substr(comma + 1);
-            if (o.vdev_name.empty() ||
-                o.vdev_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+            std::string plain_name = substitute_nic_index(o.vdev_name, 0);
+            if (plain_name.empty() ||
+                plain_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
                     std::string::npos) {
                 *why = "dpdk: vdev= needs a driver instance name such as net_af_packet0, not '" + o.vdev_name + "'";
+                return -EINVAL;
+            }
+            if (o.vdev_args.find("%n") != std::string::npos && o.vdev_name.find("%n") == std::string::npos) {
+                *why = "dpdk: %n in the vdev arguments needs %n in the vdev name too (e.g. "
+                       "vdev=net_af_packet%n;iface=veth%n), or the second NIC would find the name taken";
                 return -EINVAL;
             }
         } else if (k == "port") {
@@ -237,19 +256,29 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     Eal& e = eal();
     uint16_t port;
     if (!o.vdev_name.empty()) {
-        if (rte_eth_dev_get_port_by_name(o.vdev_name.c_str(), &port) == 0) {
-            *why = "dpdk: vdev " + o.vdev_name + " is already open in this process; give each NIC its own name";
-            return -EBUSY;
+        // %n: the lowest index whose vdev is not open in this process (a NIC closed
+        // earlier frees its index), so the NICs of one process each get their own.
+        bool indexed = o.vdev_name.find("%n") != std::string::npos;
+        unsigned n = 0;
+        std::string name = substitute_nic_index(o.vdev_name, n);
+        while (rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0) {
+            if (!indexed || ++n > kMaxNicIndex) {
+                *why = "dpdk: vdev " + name + " is already open in this process; give each NIC its own name" +
+                       (indexed ? "" : " (or write %n in vdev= for one per NIC)");
+                return -EBUSY;
+            }
+            name = substitute_nic_index(o.vdev_name, n);
         }
-        int rc = rte_eal_hotplug_add("vdev", o.vdev_name.c_str(), o.vdev_args.c_str());
+        std::string args = substitute_nic_index(o.vdev_args, n);
+        int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str());
         if (rc < 0) {
-            *why = "dpdk: cannot create vdev " + o.vdev_name + " (" + o.vdev_args + "): " + rte_reason(rc) +
+            *why = "dpdk: cannot create vdev " + name + " (" + args + "): " + rte_reason(rc) +
                    " (is its driver installed, the interface or socket there, and are we root?)";
             return rc;
         }
-        vdev_name_ = o.vdev_name;
-        if (rte_eth_dev_get_port_by_name(o.vdev_name.c_str(), &port) != 0) {
-            *why = "dpdk: vdev " + o.vdev_name + " was created but is not an Ethernet port";
+        vdev_name_ = name;
+        if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0) {
+            *why = "dpdk: vdev " + name + " was created but is not an Ethernet port";
             return -ENODEV;
         }
     } else {
@@ -286,12 +315,25 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     }
     if (rte_eth_dev_get_mtu(port, &mtu) < 0 || mtu == 0) mtu = RTE_ETHER_MTU;
     uint16_t rxd = o.rxd, txd = o.txd;
+    // net_af_xdp overruns its receive ring, and stalls sending with a transmit ring
+    // below its 2048-entry completion ring (measured on veth): at least 2048 each.
+    const bool af_xdp = o.vdev_name.rfind("net_af_xdp", 0) == 0;
+    if (af_xdp) {
+        rxd = std::max<uint16_t>(rxd, kAfXdpMinRing);
+        txd = std::max<uint16_t>(txd, kAfXdpMinRing);
+    }
     rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
     if (rc < 0) return fail("cannot size the descriptor rings", rc);
 
     // Room for a whole frame in one mbuf: we never chain.
     uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, RTE_PKTMBUF_HEADROOM + mtu + 14 + 8);
     uint32_t n = rxd + txd + kTxQueue + 3 * kBurst + 2 * 64;
+    // net_af_xdp makes our pool its UMEM and keeps mbufs of it in rings of its own size,
+    // whatever rxd/txd say: its fill ring (2 x 2048) and completion ring (2048). Without
+    // room for those its queue set-up fails (EINVAL) or, barely above, the fill ring
+    // runs dry under a stream and the kernel drops what arrives.
+    needs_kicks_ = af_xdp;
+    if (af_xdp) n += kAfXdpFillRing + kAfXdpCompletionRing;
     char pname[RTE_MEMPOOL_NAMESIZE];
     snprintf(pname, sizeof pname, "softvia%u", e.pools++);
     pool_ = rte_pktmbuf_pool_create(pname, n, 64, 0, static_cast<uint16_t>(room), SOCKET_ID_ANY);
@@ -311,7 +353,7 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     if (rc < 0) return fail("cannot start the port", rc);
     port_started_ = true;
     if (o.vdev_name.rfind("net_memif", 0) == 0 && !memif_link_up(port, o.vdev_args.find("role=client") != std::string::npos)) {
-        *why = "dpdk: memif " + o.vdev_name + ": no peer connected within 10 s";
+        *why = "dpdk: memif " + vdev_name_ + ": no peer connected within 10 s";
         return -ETIMEDOUT;
     }
     rte_ether_addr mac;
@@ -412,8 +454,10 @@ uint8_t* DpdkTransport::tx_reserve(int peer, uint32_t len) {
     if (p.self) {
         if (loop_n_ == kBurst) return nullptr;
     } else if (txq_n_ == kTxQueue) {
-        tx_flush();
-        if (txq_n_ == kTxQueue) return nullptr;  // the port is behind; the engine retries
+        // A step hands the port at most a queue's worth: a large send leaves over
+        // several steps, as through a NIC's descriptor ring, and the engine gets back
+        // to receiving (ACKs, other VIs) in between. The engine retries next step.
+        return nullptr;
     }
     rte_mbuf* m = alloc_mbuf();
     if (!m) return nullptr;
@@ -443,9 +487,16 @@ void DpdkTransport::tx_commit(int peer, uint32_t len) {
 }
 
 void DpdkTransport::tx_flush() {
-    if (txq_n_ == 0) return;
+    if (txq_n_ == 0) {
+        // net_af_xdp on a copy-mode interface (veth) sends at most a small batch per
+        // kick (sendto) and kicks only inside a transmit burst: what it holds would
+        // wait for our next frame. Empty bursts keep kicking for a few ticks.
+        if (kick_ticks_ > 0) rte_eth_tx_burst(port_, 0, txq_, 0);
+        return;
+    }
     uint16_t sent = rte_eth_tx_burst(port_, 0, txq_, static_cast<uint16_t>(txq_n_));
     if (sent == 0) return;
+    if (needs_kicks_) kick_ticks_ = kKickTicks;
     tx_progress_ = true;
     txq_n_ -= sent;
     memmove(txq_, txq_ + sent, sizeof(rte_mbuf*) * txq_n_);
@@ -524,6 +575,7 @@ void DpdkTransport::poll_slow(std::vector<TransportEvent>&) {
     }
     tx_stalled_ = txq_n_ && !tx_progress_;
     tx_progress_ = false;
+    if (kick_ticks_ > 0) kick_ticks_--;
 }
 
 }  // namespace softvia::nicfw

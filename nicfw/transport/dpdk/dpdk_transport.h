@@ -36,14 +36,20 @@ namespace softvia::nicfw {
 
 // Options of a dpdk device name, checked without touching DPDK.
 struct DpdkOptions {
-    std::string vdev_name;              // vdev=: the device name (net_af_packet0), or empty
-    std::string vdev_args;              // its arguments with ';' turned into ','
+    std::string vdev_name;              // vdev=: the device name (net_af_packet0), or empty; may hold %n
+    std::string vdev_args;              // its arguments with ';' turned into ','; may hold %n
     int port = -1;                      // port=: an already probed port, or -1
     std::vector<std::string> eal_extra; // eal=: extra EAL arguments
     uint32_t mtu = 0;                   // mtu=: 0 keeps the port's own
     uint16_t rxd = 512, txd = 512;      // rxd=, txd=: descriptor ring sizes
     bool huge = false;                  // huge=1: use hugepages (a real server)
 };
+
+// "%n" in vdev= stands for the NIC's index in its process: the lowest n (0..kMaxNicIndex)
+// whose vdev name is free there, so two NICs of one process each take their own
+// interface (vdev=net_af_packet%n;iface=veth%n). substitute_nic_index writes n in.
+constexpr unsigned kMaxNicIndex = 63;
+std::string substitute_nic_index(const std::string& s, unsigned n);
 
 // Reads the transport's options from a parsed device name. Options owned by others
 // (progress, local) are skipped. -EINVAL with *why for anything malformed.
@@ -99,6 +105,9 @@ public:
 private:
     static constexpr int kBurst = 32;
     static constexpr int kTxQueue = 256;      // committed frames not yet taken by the port
+    static constexpr uint32_t kAfXdpFillRing = 4096;        // DPDK 22.11 net_af_xdp: 2 x its 2048 default
+    static constexpr uint32_t kAfXdpCompletionRing = 2048;
+    static constexpr uint16_t kAfXdpMinRing = 2048;
     static constexpr size_t kMaxPeers = 4096; // a flood of strangers cannot grow us further
 
     struct Peer {
@@ -144,6 +153,9 @@ private:
     rte_mbuf* txq_[kTxQueue] = {};
     int txq_n_ = 0;
     bool tx_progress_ = false, tx_stalled_ = false;  // since the last slow tick
+    bool needs_kicks_ = false;  // net_af_xdp: empty bursts after sending (tx_flush)
+    int kick_ticks_ = 0;        // slow ticks of empty bursts left
+    static constexpr int kKickTicks = 3;
     rte_mbuf* loop_[kBurst] = {};   // frames to ourselves, received on the next burst
     int loop_n_ = 0;
     rte_mbuf* held_[kBurst] = {};   // handed out by rx_burst until rx_release

@@ -245,6 +245,10 @@ bool Engine::answer_repeat(int peer, const nicfw_frame_hdr& h) {
         send_control(peer, NICFW_F_CONN_REJECT, h.src_vi, 0, h.seq, nullptr);
         return true;
     }
+    if (std::find(no_match_.begin(), no_match_.end(), k) != no_match_.end()) {
+        send_control(peer, NICFW_F_CONN_NOMATCH, h.src_vi, 0, h.seq, nullptr);
+        return true;
+    }
     if (std::find(held_reqs_.begin(), held_reqs_.end(), k) != held_reqs_.end()) return true;
     for (auto& l : listeners_)
         if (l->matched.load(std::memory_order_relaxed) && l->req.peer == peer && l->req.client_vi == h.src_vi &&
@@ -303,6 +307,10 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
                 // Release: the waiting driver that sees matched sees req.
                 l->matched.store(true, std::memory_order_release);
                 return;
+            }
+            if (tr_->lossy()) {  // only a lossy wire resends requests
+                if (no_match_.size() >= kMaxConnKeys) no_match_.erase(no_match_.begin());
+                no_match_.push_back({f.peer, h.src_vi, h.seq});
             }
             send_control(f.peer, NICFW_F_CONN_NOMATCH, h.src_vi, 0, h.seq, nullptr);
             return;

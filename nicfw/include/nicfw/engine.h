@@ -535,6 +535,8 @@ private:
     static constexpr size_t kMaxConnKeys = 256;
     std::vector<ConnKey> held_reqs_;  // handed to the application, not yet accepted or rejected
     std::vector<ConnKey> rejected_;   // the latest rejections (answered again when repeated)
+    std::vector<ConnKey> no_match_;   // the latest NO_MATCH answers (the same, so a late copy
+                                      // of a request the client gave up on never matches)
     std::vector<Vi*> ack_owed_;    // VIs with acknowledgements to send
     std::vector<Vi*> rtx_timed_;   // reliable VIs on a lossy wire with requests in flight
     // rtx_clock: the TSC scaled to CLOCK_MONOTONIC nanoseconds once calibrated over 10 ms

@@ -933,7 +933,7 @@ void probe_quiet_peers(Endpoint* ep) {
         if (p->state != P_UP || !p->rprobe_known) continue;
         bool owes = false;
         for (int k = 0; k < C_COUNT; k++) owes = owes || p->ch[k].credits < p->ch[k].k;
-        if (!owes || p->rx_msgs != p->seen_msgs) {
+        if (!owes || p->rx_msgs != p->seen_msgs || p->quiet_since_ms == 0) {  // 0: never looked
             p->seen_msgs = p->rx_msgs;
             p->quiet_since_ms = now;
         } else if (now - p->quiet_since_ms >= kProbeQuietMs) {

@@ -265,6 +265,7 @@ int AMX_SetConnectTimeout(unsigned ms);
 typedef struct {
     uint64_t requests_sent, replies_sent, credit_msgs_sent;
     uint64_t requests_handled, replies_handled, returned; /* returned: handler 0 calls */
+    uint64_t probes_sent; /* liveness probes to peers that owed replies and were silent */
 } amx_counters_t;
 int AMX_GetCounters(ep_t ea, amx_counters_t *c);
 

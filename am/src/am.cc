@@ -26,12 +26,20 @@ constexpr uint32_t kEpMagic = 0x41455031;  // "AEP1"
 constexpr uint32_t kEbMagic = 0x41454231;
 constexpr uint32_t kTokMagic = 0x41544b31;
 constexpr int kPollBudget = 64;
+// Liveness: a peer that owes replies and has sent nothing for kProbeQuietMs gets a probe
+// (a 0-byte RDMA write) at most that often; checked every kLivenessPolls polls.
+constexpr uint64_t kProbeQuietMs = 250;
+constexpr unsigned kLivenessPolls = 4096;
 
 struct Global {
     bool inited = false;
     VIP_NIC_HANDLE nic = nullptr;
     VIP_NIC_ATTRIBUTES na{};
     VIP_PROTECTION_HANDLE ptag = nullptr;
+    // Target of liveness probes: 0-byte RDMA writes land here (nothing is ever written),
+    // announced to every peer with the segment.
+    char* probe_pad = nullptr;
+    VIP_MEM_HANDLE probe_mh = 0;
     std::vector<Bundle*> bundles;
     int steering = -1;  // -1: from $AMVIA_STEERING at first use
     long connect_timeout_ms = -1;
@@ -498,9 +506,11 @@ void process_ep(Endpoint* ep, int budget);
 void announce_segment(Peer* p) {
     Endpoint* ep = p->ep;
     uint64_t addr = reinterpret_cast<uintptr_t>(ep->seg), len = ep->seg_len;
-    int32_t a[5] = {int32_t(uint32_t(addr)), int32_t(uint32_t(addr >> 32)), int32_t(ep->seg_mh),
-                    int32_t(uint32_t(len)), int32_t(uint32_t(len >> 32))};
-    if (send_internal(p, K_SEGINFO, 5, a) == AM_OK) p->seg_sent = true;
+    uint64_t pad = reinterpret_cast<uintptr_t>(g.probe_pad);
+    int32_t a[8] = {int32_t(uint32_t(addr)), int32_t(uint32_t(addr >> 32)), int32_t(ep->seg_mh),
+                    int32_t(uint32_t(len)),  int32_t(uint32_t(len >> 32)),  int32_t(uint32_t(pad)),
+                    int32_t(uint32_t(pad >> 32)), int32_t(g.probe_mh)};
+    if (send_internal(p, K_SEGINFO, 8, a) == AM_OK) p->seg_sent = true;
 }
 
 // Moves a connecting peer along; true once it is up (or dead).
@@ -756,6 +766,7 @@ void handle(Endpoint* ep, Channel* c, VIP_DESCRIPTOR* d) {
         peer_dead(p);
         return;
     }
+    p->rx_msgs++;
     int slot = recv_index(c, d);
     Hdr* h = reinterpret_cast<Hdr*>(recv_buf(c, slot));
     uint32_t len = d->CS.Length;
@@ -783,6 +794,11 @@ void handle(Endpoint* ep, Channel* c, VIP_DESCRIPTOR* d) {
             p->rseg_memh = uint32_t(h->args[2]);
             p->rseg_len = uint64_t(uint32_t(h->args[3])) | uint64_t(uint32_t(h->args[4])) << 32;
             p->rseg_known = true;
+            if (h->nargs >= 8) {
+                p->rprobe_addr = uint64_t(uint32_t(h->args[5])) | uint64_t(uint32_t(h->args[6])) << 32;
+                p->rprobe_memh = uint32_t(h->args[7]);
+                p->rprobe_known = true;
+            }
             owe_credit(c);
             break;
         case K_BARRIER:
@@ -880,13 +896,62 @@ void process_ep(Endpoint* ep, int budget) {
     }
 }
 
+// Liveness. A dead peer is noticed when its NIC's VIs fail: at once on shm, but on a
+// wire that cannot tell (dpdk; udp where ICMP is filtered) only when a reliable transfer
+// to it goes unacknowledged for the retry timeout. A requester whose requests were all
+// acknowledged before the peer died would wait for their replies forever; so a peer
+// that owes replies and has been silent for kProbeQuietMs gets a 0-byte RDMA write,
+// which its NIC must acknowledge: if it is dead, the VI fails after the retry timeout
+// and its requests come back EUNREACHABLE. A live peer costs one frame and its ACK.
+void post_probe(Peer* p) {
+    Channel* c = &p->ch[C_SHORT];
+    int slot = get_slot(c);
+    if (slot < 0) {
+        peer_dead(p);
+        return;
+    }
+    auto* wd = reinterpret_cast<VIP_DESCRIPTOR*>(c->sdesc + size_t(slot) * kSendSlotDescBytes);
+    c->slot_pending[slot] = 0;
+    memset(wd, 0, 64);
+    wd->CS.Control = VIP_CONTROL_OP_RDMAWRITE;
+    wd->CS.SegCount = 1;
+    wd->DS[0].Remote.Data.AddressBits = p->rprobe_addr;
+    wd->DS[0].Remote.Handle = p->rprobe_memh;
+    if (VipPostSend(c->vi, wd, p->mh) != VIP_SUCCESS) {
+        c->s_used--;  // the slot was the newest: give it back
+        peer_dead(p);
+        return;
+    }
+    c->slot_pending[slot]++;
+    p->ep->ctr.probes_sent++;
+}
+
+void probe_quiet_peers(Endpoint* ep) {
+    uint64_t now = now_ms();
+    for (size_t i = 0; i < ep->peers.size(); i++) {
+        Peer* p = ep->peers[i];
+        if (p->state != P_UP || !p->rprobe_known) continue;
+        bool owes = false;
+        for (int k = 0; k < C_COUNT; k++) owes = owes || p->ch[k].credits < p->ch[k].k;
+        if (!owes || p->rx_msgs != p->seen_msgs || p->quiet_since_ms == 0) {  // 0: never looked
+            p->seen_msgs = p->rx_msgs;
+            p->quiet_since_ms = now;
+        } else if (now - p->quiet_since_ms >= kProbeQuietMs) {
+            p->quiet_since_ms = now;
+            post_probe(p);
+        }
+    }
+}
+
 void poll_bundle(Bundle* b) {
     if (g.knocked.load(std::memory_order_acquire)) take_knocks();
+    bool liveness = ++b->polls % kLivenessPolls == 0;
     for (size_t i = 0; i < b->eps.size(); i++) {
         Endpoint* ep = b->eps[i];
         if (!ep->connecting.empty()) check_connecting(ep);
         process_ep(ep, kPollBudget);
         flush_owed(ep);
+        if (liveness) probe_quiet_peers(ep);
     }
 }
 
@@ -934,7 +999,14 @@ int open_nic() {
     else if (g.na.MaxTransferSize < kBufBytes[C_MEDIUM] || g.na.MaxTransferSize < AMX_MAX_LONG)
         why = "the NIC's MaxTransferSize is below AM's largest message";
     else if (VipCreatePtag(g.nic, &g.ptag) != VIP_SUCCESS) why = "VipCreatePtag failed";
+    else if (!(g.probe_pad = static_cast<char*>(aligned_alloc(64, 64)))) why = "out of memory";
+    else {
+        VIP_MEM_ATTRIBUTES ma{g.ptag, VIP_TRUE, VIP_FALSE};  // remote write: liveness probes
+        if (VipRegisterMem(g.nic, g.probe_pad, 64, &ma, &g.probe_mh) != VIP_SUCCESS) why = "VipRegisterMem failed";
+    }
     if (why) {
+        free(g.probe_pad);
+        g.probe_pad = nullptr;
         fprintf(stderr, "amvia: AM_Init: %s\n", why);
         VipCloseNic(g.nic);
         g.nic = nullptr;
@@ -1000,6 +1072,9 @@ AMX_API int AM_Terminate(void) {
     stop_listener();
     for (Bundle* b : g.bundles) free_bundle(b);
     g.bundles.clear();
+    VipDeregisterMem(g.nic, g.probe_pad, g.probe_mh);
+    free(g.probe_pad);
+    g.probe_pad = nullptr;
     VipCloseNic(g.nic);
     g.nic = nullptr;
     g.ptag = nullptr;

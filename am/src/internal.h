@@ -96,6 +96,13 @@ struct Peer {
     Peer* twin = nullptr;  // self-mapping: the other half
     bool implicit = false;  // made for an endpoint that mapped us without our mapping it
     uint64_t next_knock_ms = 0;  // one-sided mapping: when to ask the remote side again
+    // Liveness (see probe_quiet_peers): the remote's probe target, messages received so
+    // far, and since when none came while requests were outstanding.
+    uint64_t rprobe_addr = 0;
+    uint32_t rprobe_memh = 0;
+    bool rprobe_known = false;
+    uint64_t rx_msgs = 0, seen_msgs = 0;
+    uint64_t quiet_since_ms = 0;
 };
 
 struct Translation {
@@ -150,6 +157,7 @@ struct amx_bundle {
     std::vector<amx::Endpoint*> eps;
     int event_mask = AM_NOEVENTS;
     std::vector<amx::Pending> reqq, repq;  // host marshalling: requests and replies sorted
+    unsigned polls = 0;  // liveness checks run every kLivenessPolls polls
 };
 
 namespace amx {

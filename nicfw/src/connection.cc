@@ -23,6 +23,15 @@ nicfw_conn_payload attrs_payload(const ViAttrs& a) {
     return pl;
 }
 
+// The request's discriminators: the sender's, then the one it wants (either may be empty,
+// and an empty vector's data() may be null, which memcpy must not see).
+void put_discs(nicfw_conn_payload* pl, const std::vector<uint8_t>& src, const std::vector<uint8_t>& dst) {
+    pl->src_disc_len = static_cast<uint16_t>(src.size());
+    pl->dst_disc_len = static_cast<uint16_t>(dst.size());
+    if (!src.empty()) memcpy(pl->disc, src.data(), src.size());
+    if (!dst.empty()) memcpy(pl->disc + src.size(), dst.data(), dst.size());
+}
+
 ViAttrs attrs_of(const nicfw_conn_payload& pl) {
     ViAttrs a;
     a.reliability = pl.reliability;
@@ -75,10 +84,7 @@ int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint
 
 void Engine::send_conn_req(Vi& vi) {
     nicfw_conn_payload pl = attrs_payload(vi.attrs);
-    pl.src_disc_len = static_cast<uint16_t>(vi.local_disc.size());
-    pl.dst_disc_len = static_cast<uint16_t>(vi.remote_disc.size());
-    memcpy(pl.disc, vi.local_disc.data(), vi.local_disc.size());
-    memcpy(pl.disc + vi.local_disc.size(), vi.remote_disc.data(), vi.remote_disc.size());
+    put_discs(&pl, vi.local_disc, vi.remote_disc);
     size_t alen;
     const uint8_t* a = tr_->local_addr(&alen);
     pl.src_addr_len = static_cast<uint16_t>(alen);
@@ -199,10 +205,7 @@ bool Engine::peer_timer(Vi& vi, uint64_t now) {
     bool queued = static_cast<size_t>(vi.peer) < backlog_per_peer_.size() && backlog_per_peer_[vi.peer];
     if (now < vi.resend_ns || queued) return true;
     nicfw_conn_payload pl = attrs_payload(vi.attrs);
-    pl.src_disc_len = static_cast<uint16_t>(vi.local_disc.size());
-    pl.dst_disc_len = static_cast<uint16_t>(vi.remote_disc.size());
-    memcpy(pl.disc, vi.local_disc.data(), vi.local_disc.size());
-    memcpy(pl.disc + vi.local_disc.size(), vi.remote_disc.data(), vi.remote_disc.size());
+    put_discs(&pl, vi.local_disc, vi.remote_disc);
     send_control(vi.peer, NICFW_F_PEER_REQ, 0xFFFFFFFFu, vi.id, vi.req_id, &pl);
     // Back off: a thousand VIs waiting for their partners must not flood the links
     // (and the control backlog) every millisecond.

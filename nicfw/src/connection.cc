@@ -226,6 +226,9 @@ int Engine::disconnect(Vi* vi) {
         flush_vi(*vi, VIP_STATE_IDLE, false, VIP_ERROR_CONN_LOST);
         return 0;
     }
+    // What we received before this call is acknowledged first: an ACK that waited for a
+    // reply to carry it must not be dropped with the connection.
+    if (st == VIP_STATE_CONNECTED) send_ack_now(*vi, vi->rx_seq);
     flush_vi(*vi, VIP_STATE_IDLE, true, VIP_ERROR_CONN_LOST);
     tr_->tx_flush();  // the DISCONNECT goes now, not at the next step
     return 0;

@@ -83,7 +83,9 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
 Engine::~Engine() {
     stop_.store(true, std::memory_order_relaxed);
     if (fw_.joinable()) fw_.join();
+    if (ack_guard_.joinable()) ack_guard_.join();
     if (tr_) {  // a NIC whose creation failed may have no wire
+        flush_acks(true);  // what we received counts as delivered at the peer
         // Tell connected peers we are leaving so they fail their VIs at once.
         for (auto& v : vis_)
             if (v && v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
@@ -372,6 +374,26 @@ bool Engine::progress() {
     lock_.unlock();
     if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
     return did;
+}
+
+void Engine::flush_owed_acks() {
+    if (cfg_.progress == Progress::kThread || !lock_.try_lock()) return;  // the thread sends them
+    if (!ack_owed_.empty()) flush_acks(true);
+    tr_->tx_flush();
+    lock_.unlock();
+}
+
+void Engine::ack_guard_thread() {
+    while (!stop_.load(std::memory_order_relaxed)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, nullptr);
+        // A program that is calling steps the engine itself (and holds the lock).
+        if (!acks_held_.load(std::memory_order_relaxed) || !lock_.try_lock()) continue;
+        acks_held_.store(false, std::memory_order_relaxed);  // flush_acks sets it again if it must
+        if (!ack_owed_.empty()) flush_acks();
+        tr_->tx_flush();
+        lock_.unlock();
+    }
 }
 
 void Engine::sleep_on_events(uint32_t ev) {

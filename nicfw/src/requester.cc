@@ -189,7 +189,11 @@ void Engine::finish_send(Vi& vi) {
     e.done = e.kind == TxEntry::kLocal;
     vi.tx_seq++;
     vi.sq.pop();
-    if (vi.rel_proto) e.sent_ns = rtx_clock();
+    if (vi.rel_proto) {
+        e.sent_ns = rtx_clock();
+        // A request soon after our last ACK frame could have carried it: hold the next.
+        if (e.sent_ns - vi.ack_frame_ns < kAckHoldNs) vi.ack_hold = true;
+    }
     const uint64_t sent = e.sent_ns;
     vi.pending.push_back(std::move(e));
     if (vi.rel_proto && vi.rto_at == 0) arm_rtx(vi, sent);
@@ -294,18 +298,26 @@ bool Engine::flush_backlog() {
 
 // One ACK per VI per step covers every request placed since the last one (acks_owed),
 // so a burst of receives costs one frame back.
-bool Engine::flush_acks() {
+bool Engine::flush_acks(bool now) {
     bool did = false;
     for (size_t i = 0; i < ack_owed_.size();) {
         Vi* vi = ack_owed_[i];
         bool done = vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED || vi->acks_owed == 0;
-        // With retransmission on and a firmware thread, an ACK first waits one step for a
-        // data frame to carry it (a reply usually follows a request); a GAP ACK goes at
-        // once. Inline progress does not wait: the next step comes only with the
-        // application's next call, and a program that makes none after its last receive
-        // would leave its peer retransmitting into silence.
-        if (!done && vi->rel_proto && !vi->ack_gap && cfg_.progress == Progress::kThread &&
-            vi->ack_step == step_count_) {
+        // Request/reply traffic (a data frame followed our last ACK frame within
+        // kAckHoldNs: ack_hold): an ACK for a few messages waits up to kAckHoldNs for a
+        // data frame to carry it. On a wire where a frame costs a system call (udp over
+        // veth) a separate ACK ahead of the reply delays the reply by a whole frame time.
+        // One-way traffic never holds (a hold that ran out turns it off): its sender
+        // would only wait longer, and a preempted receiver would more often let the
+        // retransmit timer fire. A GAP ACK goes at once. With inline progress, steps come
+        // only with the program's calls: the guard thread sends a held ACK that no call
+        // comes for, and disconnect, close and exit flush (now = true).
+        if (!done && !now && vi->ack_hold && vi->rel_proto && !vi->ack_gap && vi->acks_owed < kAckHoldMsgs &&
+            rtx_clock() - vi->ack_since < kAckHoldNs) {
+            if (cfg_.progress == Progress::kInline) {
+                acks_held_.store(true, std::memory_order_relaxed);
+                if (!ack_guard_.joinable()) ack_guard_ = std::thread([this] { ack_guard_thread(); });
+            }
             i++;
             continue;
         }
@@ -317,6 +329,10 @@ bool Engine::flush_acks() {
                 a->seq = vi->rx_seq;
                 if (vi->ack_gap) a->flags = NICFW_FF_GAP;
                 frame_commit(vi->peer, a, 0);
+                if (vi->rel_proto && !vi->ack_gap) {
+                    vi->ack_frame_ns = rtx_clock();
+                    if (vi->ack_frame_ns - vi->ack_since >= kAckHoldNs) vi->ack_hold = false;  // no reply came
+                }
                 vi->acks_owed = 0;
                 vi->ack_gap = false;
                 did = done = true;

@@ -9,7 +9,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "nicfw/device.h"
@@ -231,6 +236,57 @@ TEST(UdpTransport, FramesBothWays) {
         EXPECT_EQ(nullptr, a->tx_reserve(pb, a->max_frame() + 1));
         EXPECT_EQ(nullptr, a->tx_reserve(pb, 0));
     }
+}
+
+// Inline progress may step a NIC from several threads. The receive's task work runs in
+// the thread that armed it, so another thread that polls cancels that receive and arms
+// its own: nothing the old one took, nor anything sent after, may be lost on the way.
+TEST(UdpTransport, ReceiverPolledFromAnotherThread) {
+    auto a = make(), b = make();
+    ASSERT_TRUE(b->multishot());
+    int pb = resolve(*a, *b);
+    ASSERT_GE(pb, 0);
+    std::mutex m;  // one stepper at a time, as the engine's lock makes it
+    std::mutex park;
+    std::condition_variable cv;
+    bool stop = false;
+    // Thread 1 arms b's receive, takes one frame, then blocks (as a program thread that
+    // waits outside VIPL would) until the end of the test.
+    std::thread first([&] {
+        {
+            std::lock_guard<std::mutex> g(m);
+            ASSERT_TRUE(send(*a, pb, 64, 0));
+            a->tx_flush();
+            auto got = receive(*b, 1);
+            ASSERT_EQ(1u, got.size());
+            EXPECT_TRUE(check(got[0].data.data(), 64, 0));
+        }
+        std::unique_lock<std::mutex> l(park);
+        cv.wait(l, [&] { return stop; });  // asleep in the kernel, no wake-ups
+    });
+    // Wait until thread 1 holds nothing, then receive from this thread.
+    for (int i = 0; i < 200 && b->stats().rx_datagrams == 0; i++) usleep(1000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    {
+        std::lock_guard<std::mutex> g(m);
+        for (uint32_t i = 1; i <= 20; i++) ASSERT_TRUE(send(*a, pb, 100, i));
+        a->tx_flush();
+        auto got = receive(*b, 20, 1000);
+        ASSERT_EQ(20u, got.size()) << "frames lost or stuck in the blocked thread's receive";
+        std::vector<bool> seen(21, false);
+        for (auto& g : got) {
+            ASSERT_EQ(100u, g.data.size());
+            for (uint32_t i = 1; i <= 20; i++)
+                if (check(g.data.data(), 100, i)) seen[i] = true;
+        }
+        for (uint32_t i = 1; i <= 20; i++) EXPECT_TRUE(seen[i]) << "frame " << i;
+    }
+    {
+        std::lock_guard<std::mutex> l(park);
+        stop = true;
+    }
+    cv.notify_one();
+    first.join();
 }
 
 TEST(UdpTransport, BatchedUntilFlushAndPacedPerStep) {

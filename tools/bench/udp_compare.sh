@@ -53,8 +53,9 @@ exec ip netns exec "\$ns" "\$@"
 EOS
 chmod +x "$work/in_ns.sh"
 
-echo "== softvia vipl_bench over udp (veth between namespaces, inline progress, cores 0/1; its header names no device)"
-SOFTVIA_DEVICE=udp timeout 300 "$run" -n 2 --pin "$work/in_ns.sh" "$bench" --csv "$csv" --label udp \
+dev=${SOFTVIA_UDP_DEVICE:-udp}
+echo "== softvia vipl_bench over $dev (veth between namespaces, inline progress, cores 0/1; its header names no device)"
+SOFTVIA_DEVICE=$dev timeout 300 "$run" -n 2 --pin "$work/in_ns.sh" "$bench" --csv "$csv" --label udp \
   --iters "$iters" --sizes 8,4096
 echo
 

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "internal.h"
 #include "nicfw/device.h"
@@ -55,6 +57,32 @@ bool parse_device(const std::string& name, nicfw::Progress* progress) {
         return false;
     }
     return true;
+}
+// The open NICs, for the exit hook: with inline progress an ACK waits for the next call
+// to carry it on a reply, and a program that exits after its last receive makes none.
+// Leaked on purpose: the hook runs while static destructors may already have run.
+std::mutex& open_nics_lock() {
+    static auto* m = new std::mutex;
+    return *m;
+}
+std::vector<vip_nic*>& open_nics() {
+    static auto* v = new std::vector<vip_nic*>;
+    return *v;
+}
+void flush_acks_at_exit() {
+    std::lock_guard<std::mutex> g(open_nics_lock());
+    for (vip_nic* n : open_nics()) n->eng->flush_owed_acks();
+}
+void note_open(vip_nic* nic) {
+    static bool hooked = false;
+    std::lock_guard<std::mutex> g(open_nics_lock());
+    if (!hooked) hooked = atexit(flush_acks_at_exit) == 0;
+    open_nics().push_back(nic);
+}
+void note_closed(vip_nic* nic) {
+    std::lock_guard<std::mutex> g(open_nics_lock());
+    auto& v = open_nics();
+    v.erase(std::remove(v.begin(), v.end(), nic), v.end());
 }
 }  // namespace
 
@@ -107,6 +135,7 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
     size_t alen;
     const uint8_t* a = nic->eng->transport().local_addr(&alen);
     nic->addr.assign(a, a + alen);
+    note_open(nic);
     *NicHandle = nic;
     return VIP_SUCCESS;
 }
@@ -118,6 +147,7 @@ VIPL_API VIP_RETURN VipOpenNic(const VIP_CHAR* DeviceName, VIP_NIC_HANDLE* NicHa
 VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
     if (!ok(nic)) return VIP_INVALID_PARAMETER;
     nic->magic = kDead;
+    note_closed(nic);
     nic->eng.reset();  // stops the firmware, tells connected peers we left
     for (auto* v : nic->vis) { v->magic = kDead; delete v; }
     for (auto* c : nic->cqs) { c->magic = kDead; delete c; }

@@ -263,7 +263,9 @@ struct Vi {
     bool ack_listed = false;
     uint32_t rx_gap_frames = 0;  // rel_proto: frames beyond rx_seq since it last advanced
     bool ack_gap = false;        // the ACK owed asks for a resend (NICFW_FF_GAP)
-    uint32_t ack_step = 0;       // the engine step in which the ACK owed became due
+    uint64_t ack_since = 0;      // rtx_clock when the ACK owed became due (rel_proto only)
+    uint64_t ack_frame_ns = 0;   // rtx_clock when our last ACK frame (not piggybacked) went
+    bool ack_hold = false;       // request/reply traffic: hold ACKs for a data frame (flush_acks)
 
     // A new connection counts requests from 0 and has nothing in flight.
     void reset_sequence() {
@@ -297,6 +299,8 @@ constexpr uint64_t kRtoInitialNs = 2000000;     // retransmit timeout before any
 constexpr uint64_t kRtoMinNs = 200000;          // floor of the measured one (srtt + 4 rttvar)
 constexpr uint64_t kRtoMaxNs = 64000000;        // it doubles per retry up to this
 constexpr uint32_t kGapFramesBeforeNak = 2;     // out-of-order frames before a GAP ACK
+constexpr uint64_t kAckHoldNs = 20000;          // an ACK waits this long for a data frame to carry it
+constexpr uint32_t kAckHoldMsgs = 4;            // unless it already covers this many messages
 constexpr uint64_t kMaxRetryTimeoutMs = 3600000;
 
 class Engine {
@@ -362,6 +366,9 @@ public:
     void ring(const nicfw_doorbell& db);
     // Inline progress: steps the engine once if no one else is. True if it did work.
     bool progress();
+    // Inline progress: sends the ACKs that wait for a reply to carry them (the process is
+    // about to exit without another call; vipl runs this at exit).
+    void flush_owed_acks();
 
     // Thread mode: an application thread that has spun long enough sleeps here until the
     // firmware makes progress or about a millisecond passes, so only the firmware
@@ -433,10 +440,10 @@ private:
     void queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
     bool try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
     bool flush_backlog();
-    bool flush_acks();
+    bool flush_acks(bool now = false);
     // An ACK goes to vi's peer at the end of this step (one frame for a burst).
     void owe_ack(Vi& vi) {
-        if (vi.acks_owed == 0) vi.ack_step = step_count_;
+        if (vi.acks_owed == 0 && vi.rel_proto) vi.ack_since = rtx_clock();
         vi.acks_owed++;
         if (!vi.ack_listed) {
             vi.ack_listed = true;
@@ -579,6 +586,12 @@ private:
     std::atomic<uint32_t> sleepers_{0};
 
     std::thread fw_;
+    // Inline progress: a held ACK (flush_acks) is sent by the program's next call, or by
+    // this thread within about a millisecond if that call does not come (it waits
+    // outside VIPL: a barrier of its own, a sleep). Started at the first held ACK.
+    std::thread ack_guard_;
+    std::atomic<bool> acks_held_{false};
+    void ack_guard_thread();
     std::atomic<bool> stop_{false};
 };
 

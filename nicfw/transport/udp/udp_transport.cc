@@ -25,7 +25,16 @@ constexpr uint32_t kMagic = 0x31555653u;  // "SVU1" little-endian
 constexpr uint8_t kTypeFrame = 1;
 constexpr uint8_t kTypeProbe = 2;
 constexpr uint16_t kBufGroup = 0;
-constexpr uint64_t kRecvTag = ~0ull;  // user_data of the multishot recvmsg
+// user_data: a tx slot index, or kRecvTag | generation for the multishot recvmsg (a new
+// generation each time it is armed), or kCancelTag for the cancel of an older one.
+constexpr uint64_t kRecvTag = 1ull << 63;
+constexpr uint64_t kCancelTag = 1ull << 62;
+
+// Which thread is stepping: the address of a thread-local (no system call).
+const void* this_thread_tag() {
+    static thread_local char tag;
+    return &tag;
+}
 constexpr uint32_t kMaxTxSlots = 256;
 constexpr uint32_t kMaxRxBufs = 1024;
 constexpr size_t kPoolBytes = 4u << 20;      // per direction
@@ -194,9 +203,15 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
 int UdpTransport::setup_ring(std::string* why) {
     uint32_t tx_slots = std::clamp<uint32_t>(static_cast<uint32_t>(kPoolBytes / mtu_), 64, kMaxTxSlots);
     io_uring_params p{};
-    p.flags = IORING_SETUP_CQSIZE;
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     p.cq_entries = 4 * kMaxRxBufs;
     int rc = io_uring_queue_init_params(2 * tx_slots, &ring_, &p);
+    if (rc == -EINVAL) {  // before Linux 5.19: no cooperative task running (an IPI per datagram)
+        p = {};
+        p.flags = IORING_SETUP_CQSIZE;
+        p.cq_entries = 4 * kMaxRxBufs;
+        rc = io_uring_queue_init_params(2 * tx_slots, &ring_, &p);
+    }
     if (rc < 0) {
         *why = std::string("udp: io_uring_queue_init: ") + strerror(-rc);
         return rc;
@@ -402,13 +417,29 @@ void UdpTransport::arm_recv() {
     io_uring_prep_recvmsg_multishot(sqe, fd_, &rx_msg_, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = kBufGroup;
-    io_uring_sqe_set_data64(sqe, kRecvTag);
-    // The task that submits it runs its completions' task work: in thread mode that
-    // is the firmware thread, which arms it on its first burst.
+    io_uring_sqe_set_data64(sqe, kRecvTag | ++recv_gen_);
+    // The task that submits it runs its completions' task work (COOP_TASKRUN: when it
+    // next enters the kernel, which rx_burst does when the ring says work waits). In
+    // thread mode that is the firmware thread, which arms it on its first burst.
     if (io_uring_submit(&ring_) >= 0) {
         unsubmitted_ = 0;
         recv_armed_ = true;
+        armer_ = this_thread_tag();
     }
+}
+
+// Inline progress from another thread than the one that armed the receive: the receive's
+// task work runs only when that thread enters the kernel (one computing in user space
+// does at its next tick, milliseconds away; a sleeping one is woken for it), so cancel
+// its request and arm one of our own. What the old one took still arrives as CQEs.
+void UdpTransport::rearm_here() {
+    io_uring_sqe* sqe = next_sqe();
+    if (!sqe) return;
+    io_uring_prep_cancel64(sqe, kRecvTag | recv_gen_, 0);
+    io_uring_sqe_set_data64(sqe, kCancelTag);
+    unsubmitted_++;
+    recv_armed_ = false;
+    arm_recv();  // submits both
 }
 
 void UdpTransport::recycle(int bid) {
@@ -425,8 +456,10 @@ void UdpTransport::reap() {
         unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
         for (unsigned i = 0; i < n; i++) {
             const io_uring_cqe& c = *cqes[i];
-            if (c.user_data == kRecvTag) {
+            if (c.user_data & kRecvTag) {
                 on_recv_cqe(c);
+            } else if (c.user_data == kCancelTag) {
+                continue;  // the cancelled receive reports itself
             } else {
                 if (c.res < 0) stats_.tx_errors++;
                 else stats_.tx_datagrams++;
@@ -439,7 +472,9 @@ void UdpTransport::reap() {
 }
 
 void UdpTransport::on_recv_cqe(const io_uring_cqe& c) {
-    if (!(c.flags & IORING_CQE_F_MORE)) recv_armed_ = false;  // re-armed by the next burst
+    // Only the current request's end matters (re-armed by the next burst); a cancelled
+    // older one may still deliver datagrams it took.
+    if (!(c.flags & IORING_CQE_F_MORE) && c.user_data == (kRecvTag | recv_gen_)) recv_armed_ = false;
     if (c.res < 0) {
         if (c.res == -EINVAL && stats_.rx_datagrams == 0) rx_syscall_ = true;  // no multishot here
         else if (c.res != -ENOBUFS && c.res != -ECANCELED) errors_pending_ = true;  // ICMP: see poll_slow
@@ -540,6 +575,11 @@ int UdpTransport::rx_burst(RxFrame* out, int max) {
     if (rx_syscall_) {
         recv_syscall();
     } else {
+        if (recv_armed_ && armer_ != this_thread_tag()) rearm_here();
+        // COOP_TASKRUN: no interrupt tells a busy-polling task that a datagram came (in a
+        // VM such an IPI cost ~20 us a message); the ring's flag does, and entering the
+        // kernel runs the receive.
+        if (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN) io_uring_get_events(&ring_);
         reap();
         if (!recv_armed_ && !rx_syscall_ && pend_count_ + taken_.size() < rx_bufs_) arm_recv();
     }

@@ -132,6 +132,7 @@ private:
     int setup_ring(std::string* why);
     void submit();
     void arm_recv();
+    void rearm_here();
     void reap();
     void on_recv_cqe(const io_uring_cqe& cqe);
     void recv_syscall();
@@ -164,6 +165,8 @@ private:
     // rx: provided buffers (multishot) or recvmmsg buffers (rx=syscall).
     bool rx_syscall_ = false;
     bool recv_armed_ = false;
+    uint64_t recv_gen_ = 0;          // generation of the armed multishot receive
+    const void* armer_ = nullptr;    // the thread that armed it (this_thread_tag)
     io_uring_buf_ring* br_ = nullptr;
     size_t br_len_ = 0;
     uint8_t* rx_mem_ = nullptr;

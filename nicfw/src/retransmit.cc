@@ -23,23 +23,42 @@ namespace softvia::nicfw {
 // acknowledged, two clock reads per message on the latency path: read the TSC (invariant
 // TSCs only, CPUID 0x80000007 EDX bit 8) and scale it, once it has been calibrated
 // against CLOCK_MONOTONIC over 10 ms; until then, and without such a TSC, now_ns().
+//
+// Each end of the calibration is a (clock, TSC) pair whose clock read lies between two
+// close TSC reads: a pair with a preemption inside skews the scale. Unbracketed, one
+// process lost its core for 145 ms between its clock read and TSC read (a CPUID, a 20 us
+// VM exit here, sat in between), scaled by 334 ns/tick instead of 0.41, and its VIs hit
+// the 5 s retry timeout after 6 ms (multihost am_getput4 under ASan, 1 run in 35).
+constexpr uint64_t kTscPairMaxTicks = 100000;  // ~40 us at 2.4 GHz; a pair takes 84 ticks here
+
 uint64_t Engine::rtx_clock() {
 #if defined(__x86_64__)
     if (tsc_calibrated_) {
         uint64_t ticks = __rdtsc() - tsc0_;
         return tsc_ns0_ + static_cast<uint64_t>(static_cast<double>(ticks) * ns_per_tick_);
     }
-    uint64_t now = now_ns();
-    if (tsc0_ == 0) {
+    if (!tsc_probed_) {
         unsigned a, b, c, d;
         tsc_usable_ = __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
-        tsc0_ = __rdtsc();
+        tsc_probed_ = true;
+    }
+    if (!tsc_usable_) return now_ns();
+    uint64_t t0 = __rdtsc();
+    uint64_t now = now_ns();
+    uint64_t t1 = __rdtsc();
+    if (t1 - t0 > kTscPairMaxTicks) return now;  // interrupted between the reads: not a pair
+    uint64_t tsc = t0 + (t1 - t0) / 2;
+    if (tsc0_ == 0) {
+        tsc0_ = tsc;
         tsc_ns0_ = now;
-    } else if (tsc_usable_ && now - tsc_ns0_ >= 10000000) {
-        uint64_t ticks = __rdtsc() - tsc0_;
-        if (ticks > 0) {
-            ns_per_tick_ = static_cast<double>(now - tsc_ns0_) / static_cast<double>(ticks);
+    } else if (now - tsc_ns0_ >= 10000000) {
+        double scale = tsc > tsc0_ ? static_cast<double>(now - tsc_ns0_) / static_cast<double>(tsc - tsc0_) : 0;
+        if (scale > 0.05 && scale < 20) {  // 50 MHz .. 20 GHz, else start over
+            ns_per_tick_ = scale;
             tsc_calibrated_ = true;
+        } else {
+            tsc0_ = tsc;
+            tsc_ns0_ = now;
         }
     }
     return now;

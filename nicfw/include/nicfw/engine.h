@@ -548,7 +548,7 @@ private:
     std::vector<Vi*> rtx_timed_;   // reliable VIs on a lossy wire with requests in flight
     // rtx_clock: the TSC scaled to CLOCK_MONOTONIC nanoseconds once calibrated over 10 ms
     // (an invariant TSC reads in a third of clock_gettime's time).
-    bool tsc_usable_ = false, tsc_calibrated_ = false;
+    bool tsc_probed_ = false, tsc_usable_ = false, tsc_calibrated_ = false;
     uint64_t tsc0_ = 0, tsc_ns0_ = 0;
     double ns_per_tick_ = 0;
 

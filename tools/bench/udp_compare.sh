@@ -74,6 +74,23 @@ kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
 echo "sockperf: one-way median ${sp_lat:-n/a} us; throughput ${sp_bw:-n/a} MBps (sender side)"
 echo
 
+# What each way of sending and receiving costs by itself (udp_floor.c), same veth, cores 0/1.
+floor="$build/tools/bench/udp_floor"
+declare -A fl
+if [[ -x $floor ]]; then
+  echo "== udp_floor: bare ping-pong, 14 B, per way of sending/receiving (no softvia)"
+  for m in plain ring mixed; do
+    ip netns exec "$nsb" taskset -c 1 timeout 60 "$floor" "$m" server "$ipb" "$ipa" "$iters" >/dev/null 2>&1 &
+    fsrv=$!
+    sleep 0.3
+    fl[$m]=$(ip netns exec "$nsa" taskset -c 0 timeout 60 "$floor" "$m" client "$ipa" "$ipb" "$iters" 2>&1 |
+      awk '/one-way median/ {print $(NF-1)}')
+    kill "$fsrv" 2>/dev/null; wait "$fsrv" 2>/dev/null
+    echo "$m: ${fl[$m]:-n/a} us"
+  done
+  echo
+fi
+
 get() {  # kind bytes column -> value from our CSV
   awk -F, -v k="$1" -v b="$2" -v c="$3" '$1==k && $3==b {v=$c} END {print v}' "$csv"
 }
@@ -85,4 +102,7 @@ echo "== summary (ratio = ours / sockperf); $(nproc) cores, load average $(cut -
 row metric ours sockperf ratio target
 row "8 B (sockperf 14 B) one-way, us, median" "$lat" "${sp_lat:-n/a}" "$(ratio "$lat" "${sp_lat:-}")" "<= 1.30"
 row "4 KiB streaming bandwidth, MB/s" "$bw" "${sp_bw:-n/a}" "$(ratio "$bw" "${sp_bw:-}")" "report"
+row "floor: io_uring send + multishot recv" "${fl[ring]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[ring]:-}" "${sp_lat:-}")" "(no softvia)"
+row "floor: io_uring send + recvmmsg" "${fl[mixed]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[mixed]:-}" "${sp_lat:-}")" "(no softvia)"
+row "floor: sendmsg + recv (sockperf's way)" "${fl[plain]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[plain]:-}" "${sp_lat:-}")" "(no softvia)"
 echo "(sockperf's MBps is 2^20 bytes/s as it prints it; ours is 10^6 bytes/s)"

@@ -158,9 +158,18 @@ struct amx_bundle {
     int event_mask = AM_NOEVENTS;
     std::vector<amx::Pending> reqq, repq;  // host marshalling: requests and replies sorted
     unsigned polls = 0;  // liveness checks run every kLivenessPolls polls
+    unsigned quiet_polls = 0;  // polls in a row that found nothing
 };
 
 namespace amx {
+
+// Waiting loops that poll give the core away (sched_yield) only after 256 polls in a
+// row found nothing (some tens of microseconds): a loop that is handling a stream never
+// yields, one that waits on a core shared with the rank it waits for lets it run.
+struct IdleYield {
+    unsigned idle = 0;
+    void after(int handled);
+};
 
 // A handler's view of its message. Live only while the handler runs.
 struct Token {

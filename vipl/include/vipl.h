@@ -375,6 +375,11 @@ VIP_RETURN VipExtPostRecvReply(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *Descripto
 VIP_RETURN VipExtRecvReplyDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr);
 VIP_RETURN VipExtRecvReplyWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr);
 
+/* VipCQDone without stepping the NIC (inline mode): takes an entry already there, else
+ * VIP_NOT_DONE. For draining a CQ after a call that stepped it: a program that polls
+ * only with this never sees new completions in inline mode. */
+VIP_RETURN VipExtCQTake(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEAN *RecvQueue);
+
 /* Standing listener (client/server connections). VipConnectWait listens only while it
  * runs; a VipExtListen listener stays on its discriminator until VipExtUnlisten, so a
  * request finds it whenever the NIC runs. The NIC holds the first matching request

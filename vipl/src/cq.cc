@@ -58,6 +58,11 @@ VIPL_API VIP_RETURN VipCQDone(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* 
     return take(cq, vi, recv);
 }
 
+VIPL_API VIP_RETURN VipExtCQTake(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+    if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
+    return take(cq, vi, recv);
+}
+
 VIPL_API VIP_RETURN VipCQWait(VIP_CQ_HANDLE cq, VIP_ULONG timeout, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
     if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
     bool got = wait_until(cq->nic, timeout, [&] { return take(cq, vi, recv) == VIP_SUCCESS; });

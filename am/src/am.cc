@@ -150,17 +150,45 @@ VIP_RETURN post_recv(Channel* c, int i) {
 
 void peer_dead(Peer* p);
 
-// Takes back completed send descriptors; frees slots in ring order.
+// A slot's descriptors: the RDMA write (long payload, liveness probe) at offset 0, the
+// header send at 64; slot_pending has bit kWritePending / kSendPending for each one
+// posted and not yet taken back.
+constexpr uint8_t kWritePending = 1, kSendPending = 2;
+
+// Accounts for a send descriptor VipSendDone gave back; frees slots in ring order.
+void took_send(Channel* c, VIP_DESCRIPTOR* d) {
+    size_t off = size_t(reinterpret_cast<char*>(d) - c->sdesc);
+    int slot = int(off / kSendSlotDescBytes);
+    if (slot >= 0 && slot < c->nslots) c->slot_pending[slot] &= (off % kSendSlotDescBytes) ? ~kSendPending : ~kWritePending;
+    if (d->CS.Status & VIP_STATUS_ERROR_MASK) peer_dead(c->peer);
+    while (c->s_used > 0 && c->slot_pending[c->s_head] == 0) {
+        if (++c->s_head == c->nslots) c->s_head = 0;
+        c->s_used--;
+    }
+}
+
+// Takes back completed send descriptors (VipSendDone steps the NIC when the oldest is
+// not done yet: this is the path for a full ring).
 void reap_sends(Channel* c) {
     VIP_DESCRIPTOR* d;
-    while (c->s_used > 0 && VipSendDone(c->vi, &d) == VIP_SUCCESS) {
-        int slot = int((reinterpret_cast<char*>(d) - c->sdesc) / kSendSlotDescBytes);
-        if (slot >= 0 && slot < c->nslots && c->slot_pending[slot] > 0) c->slot_pending[slot]--;
-        if (d->CS.Status & VIP_STATUS_ERROR_MASK) peer_dead(c->peer);
-        while (c->s_used > 0 && c->slot_pending[c->s_head] == 0) {
-            if (++c->s_head == c->nslots) c->s_head = 0;
-            c->s_used--;
-        }
+    while (c->s_used > 0 && VipSendDone(c->vi, &d) == VIP_SUCCESS) took_send(c, d);
+}
+
+// Takes back the sends that are already done, looking at the oldest descriptor's status
+// first so that VipSendDone never steps the NIC here. Called after every post: a send
+// on a lossless wire is done once the post has stepped the NIC, so the ring is emptied
+// one slot at a time while the message travels, instead of 2k slots at once (several
+// microseconds) in the middle of a later send.
+void reap_done_sends(Channel* c) {
+    while (c->s_used > 0) {
+        uint8_t pend = c->slot_pending[c->s_head];
+        auto* d = reinterpret_cast<VIP_DESCRIPTOR*>(c->sdesc + size_t(c->s_head) * kSendSlotDescBytes +
+                                                    ((pend & kWritePending) ? 0 : 64));
+        // Acquire pairs with the firmware's release of Status (as VipSendDone's).
+        if (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) return;
+        VIP_DESCRIPTOR* got;
+        if (VipSendDone(c->vi, &got) != VIP_SUCCESS) return;
+        took_send(c, got);
     }
 }
 
@@ -235,7 +263,7 @@ int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
             peer_dead(p);
             return AM_ERR_NOT_SENT;
         }
-        c->slot_pending[slot]++;
+        c->slot_pending[slot] |= kWritePending;
     }
     memset(&hd->CS, 0, sizeof hd->CS);
     hd->CS.Control = is_reply_kind(kind) ? VIP_EXT_CONTROL_REPLY : 0;
@@ -248,7 +276,8 @@ int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
         peer_dead(p);
         return AM_ERR_NOT_SENT;
     }
-    c->slot_pending[slot]++;
+    c->slot_pending[slot] |= kSendPending;
+    reap_done_sends(c);
     return AM_OK;
 }
 
@@ -900,7 +929,7 @@ void post_probe(Peer* p) {
         peer_dead(p);
         return;
     }
-    c->slot_pending[slot]++;
+    c->slot_pending[slot] |= kWritePending;
     p->ep->ctr.probes_sent++;
 }
 

@@ -73,7 +73,7 @@ struct Channel {
     char* sdesc = nullptr;
     char* sbuf = nullptr;
     size_t sbuf_bytes = 0;
-    std::vector<uint8_t> slot_pending;  // descriptors of the slot not yet completed
+    std::vector<uint8_t> slot_pending;  // descriptors of the slot not yet taken back (bits)
     int s_head = 0, s_used = 0;
 };
 

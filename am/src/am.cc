@@ -49,6 +49,7 @@ struct Global {
     int returned_printed = 0;
     // One-sided mapping: the standing listener that takes knocks (see knock()).
     VIP_EXT_LISTEN_HANDLE listen = nullptr;
+    bool inline_progress = true;  // the NIC steps only inside our own VIPL calls
     // Freed bundles and endpoints keep their (cleared) memory, so that a stale handle
     // fails its magic check with AM_ERR_BAD_ARG instead of reading freed memory.
     // (Heap vectors never destroyed: they must outlive the leak check at exit.)
@@ -149,6 +150,20 @@ VIP_RETURN post_recv(Channel* c, int i) {
 }
 
 void peer_dead(Peer* p);
+
+// Buffers of handled reply-class messages are posted again at the next AM call rather
+// than right after their handler: a requester that has just seen its reply returns at
+// once, and its next request posts the buffer while that request travels. Safe: the m
+// replies whose buffers wait gave back at least m credits, so at most k - m replies can
+// come until another request is sent; every poll posts the buffers before it steps the
+// NIC, and a request posts them before it is sent, or right after when the NIC cannot
+// run in between (inline progress: only our calls step it), one buffer waits, and the
+// request leaves at most k - 1 outstanding on that buffer's channel.
+void flush_reposts(Endpoint* ep) {
+    for (auto& r : ep->reposts)
+        if (r.first->peer->state != P_DEAD && post_recv(r.first, r.second) != VIP_SUCCESS) peer_dead(r.first->peer);
+    ep->reposts.clear();
+}
 
 // A slot's descriptors: the RDMA write (long payload, liveness probe) at offset 0, the
 // header send at 64; slot_pending has bit kWritePending / kSendPending for each one
@@ -383,6 +398,14 @@ void fill_addr(NetAddr* n, const uint8_t* nic, uint16_t nic_len, const uint8_t* 
 void destroy_peer(Peer* p) {
     Endpoint* ep = p->ep;
     bool all_gone = true;
+    auto& rp = ep->reposts;  // nothing may point at p once it is gone
+    for (size_t i = 0; i < rp.size();)
+        if (rp[i].first->peer == p) {
+            rp[i] = rp.back();
+            rp.pop_back();
+        } else {
+            i++;
+        }
     for (int i = 0; i < C_COUNT; i++) {
         Channel* c = &p->ch[i];
         if (!c->vi) continue;
@@ -854,7 +877,9 @@ void handle(Endpoint* ep, Channel* c, VIP_DESCRIPTOR* d) {
             break;
         }
     }
-    if (p->state != P_DEAD && post_recv(c, slot) != VIP_SUCCESS) peer_dead(p);
+    if (p->state == P_DEAD) return;
+    if (is_reply_kind(kind)) ep->reposts.emplace_back(c, slot);  // see flush_reposts
+    else if (post_recv(c, slot) != VIP_SUCCESS) peer_dead(p);
 }
 
 // The first look of a poll may step the NIC (VipCQDone); the later ones only take what
@@ -958,6 +983,7 @@ int poll_bundle(Bundle* b) {
     int got = 0;
     for (size_t i = 0; i < b->eps.size(); i++) {
         Endpoint* ep = b->eps[i];
+        if (!ep->reposts.empty()) flush_reposts(ep);  // before the poll steps the NIC
         if (!ep->connecting.empty()) check_connecting(ep);
         got += process_ep(ep, kPollBudget);
         if (liveness) probe_quiet_peers(ep);
@@ -977,6 +1003,7 @@ int send_internal(Peer* p, uint8_t kind, int nargs, const int32_t* args) {
         if (p->state == P_DEAD) return AM_ERR_NOT_SENT;
         poll_bundle(p->ep->bundle);
     }
+    if (!p->ep->reposts.empty()) flush_reposts(p->ep);
     int rc = post_message(c, kind, 0, 0, nargs, args, nullptr, 0, 0, 0);
     if (rc == AM_OK) c->credits--;
     return rc;
@@ -1074,6 +1101,8 @@ AMX_API int AM_Init(void) {
     int rc = open_nic();
     if (rc != AM_OK) return rc;
     g.inited = true;
+    VIP_EXT_PROGRESS_MODE pm = VIP_EXT_PROGRESS_INLINE;
+    g.inline_progress = VipExtGetProgressMode(g.nic, &pm) == VIP_SUCCESS && pm == VIP_EXT_PROGRESS_INLINE;
     start_listener();
     steering_default();
     connect_timeout();
@@ -1371,6 +1400,7 @@ AMX_API int AM_WaitSema(eb_t b) {
     for (unsigned turn = 0;; turn++) {
         if ((turn & (kKnockPolls - 1)) == kKnockPolls - 1) take_knocks();
         for (Endpoint* ep : b->eps) {
+            if (!ep->reposts.empty()) flush_reposts(ep);
             flush_owed(ep);  // waiting: a good moment to give back what is owed
             if (!ep->connecting.empty()) check_connecting(ep);
             CqEntry e;
@@ -1462,11 +1492,17 @@ AMX_API int AMX_Request(ep_t ep, int dest, handler_t handler, int kind, const vo
         }
     }
     if (p->state == P_DEAD) return AM_ERR_NOT_SENT;
+    // See flush_reposts: after the send only if the NIC cannot run meanwhile and, should
+    // the buffer belong to this channel, fewer than k requests will be outstanding.
+    bool repost_after = g.inline_progress && ep->reposts.size() == 1 &&
+                        (ep->reposts[0].first != c || c->credits >= 2);
+    if (!ep->reposts.empty() && !repost_after) flush_reposts(ep);
     int rc = post_message(c, wire_kind, handler, t.tag, nargs, args, src, nbytes, offset, 0);
     if (rc == AM_OK) {
         c->credits--;
         ep->ctr.requests_sent++;
     }
+    if (repost_after) flush_reposts(ep);
     return rc;
 }
 
@@ -1590,6 +1626,7 @@ bool peer_dead_at(ep_t ep, int index) {
 // Gives back credits owed and waits until every message this endpoint posted has left
 // (a disconnect would flush a send still queued), so a peer waiting for it gets it.
 void quiesce(ep_t ep) {
+    flush_reposts(ep);
     flush_owed(ep);
     uint64_t end = now_ms() + 2000;
     for (Peer* p : ep->peers)

@@ -139,6 +139,7 @@ struct amx_endpoint {
     VIP_MEM_HANDLE seg_mh = 0;
     std::vector<amx::Channel*> owed_list;
     std::vector<amx::CqEntry> stash;  // CQ entries AM_WaitSema took, handled by the next poll
+    std::vector<std::pair<amx::Channel*, int>> reposts;  // reply buffers to post again (defer_repost)
     amx_counters_t ctr{};
     VIP_VI_HANDLE knock_vi = nullptr;  // idle VI that carries knocks (one-sided mapping)
     int expected_endpoints = 0, expected_requests = 0;

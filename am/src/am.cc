@@ -7,14 +7,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <new>
-#include <thread>
 
 #define AMX_API extern "C" __attribute__((visibility("default")))
 
@@ -30,6 +27,12 @@ constexpr int kPollBudget = 64;
 // (a 0-byte RDMA write) at most that often; checked every kLivenessPolls polls.
 constexpr uint64_t kProbeQuietMs = 250;
 constexpr unsigned kLivenessPolls = 4096;
+// Knocks (one-sided mapping) are looked for every kKnockPolls polls (a power of 2): the
+// look steps the NIC when none is held, which a poll has just done.
+constexpr unsigned kKnockPolls = 64;
+// Credits of reply-free requests go back in quarter-window batches while requests keep
+// coming; the rest once this many polls in a row found nothing (see owe_credit).
+constexpr unsigned kQuietPolls = 16;
 
 struct Global {
     bool inited = false;
@@ -44,12 +47,9 @@ struct Global {
     int steering = -1;  // -1: from $AMVIA_STEERING at first use
     long connect_timeout_ms = -1;
     int returned_printed = 0;
-    // One-sided mapping: the listener thread and the knocks it took (see knock()).
-    std::thread listener;
-    std::atomic<bool> listener_stop{false};
-    std::mutex knock_lock;
-    std::vector<std::pair<en_t, uint64_t>> knocks;  // (who knocked, endpoint id knocked at)
-    std::atomic<bool> knocked{false};
+    // One-sided mapping: the standing listener that takes knocks (see knock()).
+    VIP_EXT_LISTEN_HANDLE listen = nullptr;
+    bool inline_progress = true;  // the NIC steps only inside our own VIPL calls
     // Freed bundles and endpoints keep their (cleared) memory, so that a stale handle
     // fails its magic check with AM_ERR_BAD_ARG instead of reading freed memory.
     // (Heap vectors never destroyed: they must outlive the leak check at exit.)
@@ -151,17 +151,59 @@ VIP_RETURN post_recv(Channel* c, int i) {
 
 void peer_dead(Peer* p);
 
-// Takes back completed send descriptors; frees slots in ring order.
+// Buffers of handled reply-class messages are posted again at the next AM call rather
+// than right after their handler: a requester that has just seen its reply returns at
+// once, and its next request posts the buffer while that request travels. Safe: the m
+// replies whose buffers wait gave back at least m credits, so at most k - m replies can
+// come until another request is sent; every poll posts the buffers before it steps the
+// NIC, and a request posts them before it is sent, or right after when the NIC cannot
+// run in between (inline progress: only our calls step it), one buffer waits, and the
+// request leaves at most k - 1 outstanding on that buffer's channel.
+void flush_reposts(Endpoint* ep) {
+    for (auto& r : ep->reposts)
+        if (r.first->peer->state != P_DEAD && post_recv(r.first, r.second) != VIP_SUCCESS) peer_dead(r.first->peer);
+    ep->reposts.clear();
+}
+
+// A slot's descriptors: the RDMA write (long payload, liveness probe) at offset 0, the
+// header send at 64; slot_pending has bit kWritePending / kSendPending for each one
+// posted and not yet taken back.
+constexpr uint8_t kWritePending = 1, kSendPending = 2;
+
+// Accounts for a send descriptor VipSendDone gave back; frees slots in ring order.
+void took_send(Channel* c, VIP_DESCRIPTOR* d) {
+    size_t off = size_t(reinterpret_cast<char*>(d) - c->sdesc);
+    int slot = int(off / kSendSlotDescBytes);
+    if (slot >= 0 && slot < c->nslots) c->slot_pending[slot] &= (off % kSendSlotDescBytes) ? ~kSendPending : ~kWritePending;
+    if (d->CS.Status & VIP_STATUS_ERROR_MASK) peer_dead(c->peer);
+    while (c->s_used > 0 && c->slot_pending[c->s_head] == 0) {
+        if (++c->s_head == c->nslots) c->s_head = 0;
+        c->s_used--;
+    }
+}
+
+// Takes back completed send descriptors (VipSendDone steps the NIC when the oldest is
+// not done yet: this is the path for a full ring).
 void reap_sends(Channel* c) {
     VIP_DESCRIPTOR* d;
-    while (c->s_used > 0 && VipSendDone(c->vi, &d) == VIP_SUCCESS) {
-        int slot = int((reinterpret_cast<char*>(d) - c->sdesc) / kSendSlotDescBytes);
-        if (slot >= 0 && slot < c->nslots && c->slot_pending[slot] > 0) c->slot_pending[slot]--;
-        if (d->CS.Status & VIP_STATUS_ERROR_MASK) peer_dead(c->peer);
-        while (c->s_used > 0 && c->slot_pending[c->s_head] == 0) {
-            c->s_head = (c->s_head + 1) % c->nslots;
-            c->s_used--;
-        }
+    while (c->s_used > 0 && VipSendDone(c->vi, &d) == VIP_SUCCESS) took_send(c, d);
+}
+
+// Takes back the sends that are already done, looking at the oldest descriptor's status
+// first so that VipSendDone never steps the NIC here. Called after every post: a send
+// on a lossless wire is done once the post has stepped the NIC, so the ring is emptied
+// one slot at a time while the message travels, instead of 2k slots at once (several
+// microseconds) in the middle of a later send.
+void reap_done_sends(Channel* c) {
+    while (c->s_used > 0) {
+        uint8_t pend = c->slot_pending[c->s_head];
+        auto* d = reinterpret_cast<VIP_DESCRIPTOR*>(c->sdesc + size_t(c->s_head) * kSendSlotDescBytes +
+                                                    ((pend & kWritePending) ? 0 : 64));
+        // Acquire pairs with the firmware's release of Status (as VipSendDone's).
+        if (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) return;
+        VIP_DESCRIPTOR* got;
+        if (VipSendDone(c->vi, &got) != VIP_SUCCESS) return;
+        took_send(c, got);
     }
 }
 
@@ -182,7 +224,8 @@ int get_slot(Channel* c) {
             }
         }
     }
-    int slot = (c->s_head + c->s_used) % c->nslots;
+    int slot = c->s_head + c->s_used;  // a ring: no division on the send path
+    if (slot >= c->nslots) slot -= c->nslots;
     c->s_used++;
     return slot;
 }
@@ -208,7 +251,7 @@ int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
     h->nbytes = static_cast<uint32_t>(nbytes);
     h->tag = tag;
     h->offset = offset;
-    if (nargs) memcpy(h->args, args, 4 * size_t(nargs));
+    for (int i = 0; i < nargs; i++) h->args[i] = args[i];  // a few words: no memcpy call
     size_t len = kHdrFixed + 4 * size_t(nargs);
     bool is_long = kind == K_REQ_LONG || kind == K_REP_LONG;
     if (kind == K_REQ_MEDIUM || kind == K_REP_MEDIUM) {
@@ -235,7 +278,7 @@ int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
             peer_dead(p);
             return AM_ERR_NOT_SENT;
         }
-        c->slot_pending[slot]++;
+        c->slot_pending[slot] |= kWritePending;
     }
     memset(&hd->CS, 0, sizeof hd->CS);
     hd->CS.Control = is_reply_kind(kind) ? VIP_EXT_CONTROL_REPLY : 0;
@@ -248,7 +291,8 @@ int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
         peer_dead(p);
         return AM_ERR_NOT_SENT;
     }
-    c->slot_pending[slot]++;
+    c->slot_pending[slot] |= kSendPending;
+    reap_done_sends(c);
     return AM_OK;
 }
 
@@ -263,9 +307,11 @@ int post_reply(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nargs
     return rc;
 }
 
-// Credits of reply-free requests go back in batches: at the end of the poll, or at
-// once when a quarter of the channel's credits is owed, so that a sender streaming
-// reply-free requests never stalls for a whole window (Split-C over VIA's n = k/4).
+// Credits of reply-free requests go back in batches: at once when a quarter of the
+// channel's credits is owed, so that a sender streaming reply-free requests never stalls
+// for a whole window (Split-C over VIA's n = k/4), and the rest when the bundle's polls
+// go quiet (poll_bundle) or the program waits (AM_WaitSema). A sender out of credits has
+// all k outstanding, so at least a quarter will be owed: it never waits on the rest.
 void owe_credit(Channel* c) {
     c->owed++;
     if (c->owed >= (c->k + 3) / 4 && c->peer->state != P_DEAD) {
@@ -352,6 +398,14 @@ void fill_addr(NetAddr* n, const uint8_t* nic, uint16_t nic_len, const uint8_t* 
 void destroy_peer(Peer* p) {
     Endpoint* ep = p->ep;
     bool all_gone = true;
+    auto& rp = ep->reposts;  // nothing may point at p once it is gone
+    for (size_t i = 0; i < rp.size();)
+        if (rp[i].first->peer == p) {
+            rp[i] = rp.back();
+            rp.pop_back();
+        } else {
+            i++;
+        }
     for (int i = 0; i < C_COUNT; i++) {
         Channel* c = &p->ch[i];
         if (!c->vi) continue;
@@ -501,7 +555,7 @@ int create_peer(Endpoint* ep, const en_t& name, int role, Peer** out) {
 }
 
 int send_internal(Peer* p, uint8_t kind, int nargs, const int32_t* args);
-void process_ep(Endpoint* ep, int budget);
+int process_ep(Endpoint* ep, int budget);
 
 void announce_segment(Peer* p) {
     Endpoint* ep = p->ep;
@@ -552,11 +606,11 @@ void check_connecting(Endpoint* ep) {
 // A connection forms when both endpoints run the peer-to-peer requests of AM_Map. An
 // endpoint B that was mapped by A but never maps A back learns of A by a knock: A sends
 // a client/server connect request to the listening discriminator of B's process,
-// carrying A's name and B's endpoint id in its own discriminator. The listener thread
-// queues the knock and rejects the request (a knock never becomes a connection, so no
-// connect can hang half-accepted); B's next poll creates an implicit MAP object for A
-// (no translation entry), whose peer-to-peer requests meet A's, still pending. Replies
-// travel on the request's channel, so B answers A through it.
+// carrying A's name and B's endpoint id in its own discriminator. B's NIC holds it in a
+// standing listener; B's poll takes it, rejects the request (a knock never becomes a
+// connection, so no connect can hang half-accepted) and creates an implicit MAP object
+// for A (no translation entry), whose peer-to-peer requests meet A's, still pending.
+// Replies travel on the request's channel, so B answers A through it.
 constexpr char kListenDisc[] = "AMVIA-listen";
 constexpr size_t kListenDiscLen = sizeof kListenDisc - 1;
 constexpr size_t kKnockDiscLen = 2 + 8 + 8 + 1 + sizeof(en_t{}.nic_addr);
@@ -575,58 +629,27 @@ bool parse_knock(const VIP_NET_ADDRESS& ra, en_t* from, uint64_t* to) {
     return from->ep_id != 0;
 }
 
-// The listener thread. With a firmware thread, VipConnectWait sleeps until a request
-// comes (it wakes every 50 ms to see whether to stop). With inline progress a wait
-// would step the NIC without pause, so it looks once (256 NIC steps) every millisecond;
-// a knocker that finds nobody listening (VIP_NO_MATCH) knocks again.
-void listen_loop(bool threaded) {
+// Knocks land in a standing listener (VipExtListen) that the NIC keeps on the listening
+// discriminator, so a knock is taken whenever this process's NIC runs (inline progress:
+// whenever the program calls AM; a firmware thread: always); the polls pick it up. No
+// thread of ours: a listener thread on a core the program polls on cost the program most
+// of its time (it spun on the NIC lock while the preempted poller held it).
+void start_listener() {
+    const char* on = getenv("AMVIA_LISTEN");
+    if (on && on[0] == '0') return;
     NetAddr la;
     fill_addr(&la, g.na.LocalNicAddress, g.na.NicAddressLen, reinterpret_cast<const uint8_t*>(kListenDisc),
               kListenDiscLen);
-    while (!g.listener_stop.load(std::memory_order_relaxed)) {
-        NetAddr ra;
-        memset(&ra, 0, sizeof ra);
-        VIP_CONN_HANDLE conn = nullptr;
-        VIP_RETURN r = VipConnectWait(g.nic, &la.a, threaded ? 50 : 0, &ra.a, nullptr, &conn);
-        if (r == VIP_SUCCESS) {
-            std::pair<en_t, uint64_t> k;
-            if (parse_knock(ra.a, &k.first, &k.second)) {
-                std::lock_guard<std::mutex> lk(g.knock_lock);
-                g.knocks.push_back(k);
-                g.knocked.store(true, std::memory_order_release);
-            }
-            VipConnectReject(conn);
-            continue;
-        }
-        if (!threaded || r != VIP_TIMEOUT) {
-            timespec ts{0, 1000000};
-            nanosleep(&ts, nullptr);
-        }
+    if (VipExtListen(g.nic, &la.a, &g.listen) != VIP_SUCCESS) {
+        g.listen = nullptr;
+        fprintf(stderr, "amvia: AM_Init: cannot listen for one-sided mappings; others reach an endpoint here "
+                        "only once it maps them\n");
     }
 }
 
 void stop_listener() {
-    if (!g.listener.joinable()) return;
-    g.listener_stop.store(true);
-    g.listener.join();
-    std::lock_guard<std::mutex> lk(g.knock_lock);
-    g.knocks.clear();
-    g.knocked.store(false);
-}
-
-// AMVIA_LISTEN=0: no listener thread (no one-sided mapping from other processes), to
-// measure what it costs a program that does not need it.
-void start_listener() {
-    const char* on = getenv("AMVIA_LISTEN");
-    if (on && on[0] == '0') return;
-    VIP_EXT_PROGRESS_MODE mode = VIP_EXT_PROGRESS_INLINE;
-    VipExtGetProgressMode(g.nic, &mode);
-    g.listener_stop.store(false);
-    g.listener = std::thread(listen_loop, mode == VIP_EXT_PROGRESS_THREAD);
-    // A program that exits without AM_Terminate: the thread stops before anything it
-    // uses is destroyed (atexit handlers run before the destructors of earlier statics).
-    static bool at_exit_set = false;
-    if (!at_exit_set) at_exit_set = atexit(stop_listener) == 0;
+    if (g.listen) VipExtUnlisten(g.listen);
+    g.listen = nullptr;
 }
 
 // The endpoint of this process with the given id, if any.
@@ -645,22 +668,25 @@ void map_back(Endpoint* ep, const en_t& from) {
     if (create_peer(ep, from, 0, &p) == AM_OK) p->implicit = true;
 }
 
-// Creates the implicit MAP objects the listener thread was asked for.
+// Takes the knocks the listener holds: each is rejected (a knock never becomes a
+// connection) and its endpoint gets an implicit MAP object for the knocker.
 void take_knocks() {
-    std::vector<std::pair<en_t, uint64_t>> ks;
-    {
-        std::lock_guard<std::mutex> lk(g.knock_lock);
-        ks.swap(g.knocks);
-        g.knocked.store(false, std::memory_order_relaxed);
+    VIP_CONN_HANDLE conn;
+    NetAddr ra;
+    while (g.listen && VipExtListenDone(g.listen, &ra.a, nullptr, &conn) == VIP_SUCCESS) {
+        en_t from;
+        uint64_t to = 0;
+        bool parsed = parse_knock(ra.a, &from, &to);
+        VipConnectReject(conn);
+        if (!parsed) continue;
+        if (Endpoint* ep = local_endpoint(to)) map_back(ep, from);
     }
-    for (auto& k : ks)
-        if (Endpoint* ep = local_endpoint(k.second)) map_back(ep, k.first);
 }
 
-// Asks p's endpoint to map this one back. Knocks again at once if nobody was listening
-// (with inline progress the remote side listens only a few microseconds per
-// millisecond), after a while if the knock was taken (the remote side may have dropped it: an
-// endpoint id it does not have).
+// Asks p's endpoint to map this one back. Knocks again at once if the knock was not
+// taken (the listener held another knock: VIP_NO_MATCH; or the remote program did not
+// poll within the knock's 20 ms), after a while if it was (the remote side may have
+// dropped it: an endpoint id it does not have).
 void knock(Peer* p) {
     Endpoint* ep = p->ep;
     if (p->name.nic_addr_len == ep->name.nic_addr_len &&
@@ -712,22 +738,22 @@ void knock(Peer* p) {
 #define AMX_T15 AMX_T14, int
 #define AMX_T16 AMX_T15, int
 #define AMX_V0
-#define AMX_V1 AMX_V0, v[0]
-#define AMX_V2 AMX_V1, v[1]
-#define AMX_V3 AMX_V2, v[2]
-#define AMX_V4 AMX_V3, v[3]
-#define AMX_V5 AMX_V4, v[4]
-#define AMX_V6 AMX_V5, v[5]
-#define AMX_V7 AMX_V6, v[6]
-#define AMX_V8 AMX_V7, v[7]
-#define AMX_V9 AMX_V8, v[8]
-#define AMX_V10 AMX_V9, v[9]
-#define AMX_V11 AMX_V10, v[10]
-#define AMX_V12 AMX_V11, v[11]
-#define AMX_V13 AMX_V12, v[12]
-#define AMX_V14 AMX_V13, v[13]
-#define AMX_V15 AMX_V14, v[14]
-#define AMX_V16 AMX_V15, v[15]
+#define AMX_V1 AMX_V0, a[0]
+#define AMX_V2 AMX_V1, a[1]
+#define AMX_V3 AMX_V2, a[2]
+#define AMX_V4 AMX_V3, a[3]
+#define AMX_V5 AMX_V4, a[4]
+#define AMX_V6 AMX_V5, a[5]
+#define AMX_V7 AMX_V6, a[6]
+#define AMX_V8 AMX_V7, a[7]
+#define AMX_V9 AMX_V8, a[8]
+#define AMX_V10 AMX_V9, a[9]
+#define AMX_V11 AMX_V10, a[10]
+#define AMX_V12 AMX_V11, a[11]
+#define AMX_V13 AMX_V12, a[12]
+#define AMX_V14 AMX_V13, a[13]
+#define AMX_V15 AMX_V14, a[14]
+#define AMX_V16 AMX_V15, a[15]
 #define AMX_CALL_SHORT(N) \
     case N: reinterpret_cast<void (*)(void* AMX_T##N)>(fn)(tok AMX_V##N); break;
 #define AMX_CALL_BULK(N) \
@@ -735,15 +761,13 @@ void knock(Peer* p) {
 #define AMX_ALL_ARITIES(M) \
     M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11) M(12) M(13) M(14) M(15) M(16)
 
+// The arguments are read straight from the header (4-byte aligned in the receive
+// buffer); only the first nargs are touched.
 void call_short(amx_handler_fn_t fn, void* tok, int nargs, const int32_t* a) {
-    int v[AMX_MAX_ARGS];
-    memcpy(v, a, 4 * size_t(nargs));
     switch (nargs) { AMX_ALL_ARITIES(AMX_CALL_SHORT) }
 }
 
 void call_bulk(amx_handler_fn_t fn, void* tok, void* buf, size_t n, int nargs, const int32_t* a) {
-    int v[AMX_MAX_ARGS];
-    memcpy(v, a, 4 * size_t(nargs));
     switch (nargs) { AMX_ALL_ARITIES(AMX_CALL_BULK) }
 }
 
@@ -853,26 +877,33 @@ void handle(Endpoint* ep, Channel* c, VIP_DESCRIPTOR* d) {
             break;
         }
     }
-    if (p->state != P_DEAD && post_recv(c, slot) != VIP_SUCCESS) peer_dead(p);
+    if (p->state == P_DEAD) return;
+    if (is_reply_kind(kind)) ep->reposts.emplace_back(c, slot);  // see flush_reposts
+    else if (post_recv(c, slot) != VIP_SUCCESS) peer_dead(p);
 }
 
-bool next_entry(Endpoint* ep, CqEntry* e) {
+// The first look of a poll may step the NIC (VipCQDone); the later ones only take what
+// that step (or a handler's send) produced, so a poll that handled a message returns at
+// once instead of stepping an idle NIC once more.
+bool next_entry(Endpoint* ep, CqEntry* e, bool first) {
     if (!ep->stash.empty()) {
         *e = ep->stash.front();
         ep->stash.erase(ep->stash.begin());
         return true;
     }
-    return VipCQDone(ep->cq, &e->vi, &e->queue) == VIP_SUCCESS;
+    return (first ? VipCQDone(ep->cq, &e->vi, &e->queue) : VipExtCQTake(ep->cq, &e->vi, &e->queue)) ==
+           VIP_SUCCESS;
 }
 
 // Takes up to budget messages of one endpoint. Steering: the firmware already put
 // requests and replies in separate queues, so each is handled as it comes. Host
 // marshalling: every message is read and sorted first (the paper's AM_Poll), then
 // replies run before requests.
-void process_ep(Endpoint* ep, int budget) {
+int process_ep(Endpoint* ep, int budget) {
     Bundle* b = ep->bundle;
     CqEntry e;
-    for (int n = 0; n < budget && next_entry(ep, &e); n++) {
+    int n = 0;
+    for (; n < budget && next_entry(ep, &e, n == 0); n++) {
         Channel* c = channel_of(ep, e.vi);
         if (!c) continue;  // a VI destroyed since
         VIP_DESCRIPTOR* d = nullptr;
@@ -894,6 +925,7 @@ void process_ep(Endpoint* ep, int budget) {
         for (size_t i = 0; i < b->reqq.size(); i++) handle(ep, b->reqq[i].ch, b->reqq[i].d);
         b->reqq.clear();
     }
+    return n;
 }
 
 // Liveness. A dead peer is noticed when its NIC's VIs fail: at once on shm, but on a
@@ -922,7 +954,7 @@ void post_probe(Peer* p) {
         peer_dead(p);
         return;
     }
-    c->slot_pending[slot]++;
+    c->slot_pending[slot] |= kWritePending;
     p->ep->ctr.probes_sent++;
 }
 
@@ -943,16 +975,24 @@ void probe_quiet_peers(Endpoint* ep) {
     }
 }
 
-void poll_bundle(Bundle* b) {
-    if (g.knocked.load(std::memory_order_acquire)) take_knocks();
-    bool liveness = ++b->polls % kLivenessPolls == 0;
+// One poll of every endpoint of the bundle; how many completion entries it took.
+int poll_bundle(Bundle* b) {
+    unsigned polls = ++b->polls;
+    if ((polls & (kKnockPolls - 1)) == 0) take_knocks();
+    bool liveness = polls % kLivenessPolls == 0;
+    int got = 0;
     for (size_t i = 0; i < b->eps.size(); i++) {
         Endpoint* ep = b->eps[i];
+        if (!ep->reposts.empty()) flush_reposts(ep);  // before the poll steps the NIC
         if (!ep->connecting.empty()) check_connecting(ep);
-        process_ep(ep, kPollBudget);
-        flush_owed(ep);
+        got += process_ep(ep, kPollBudget);
         if (liveness) probe_quiet_peers(ep);
     }
+    // Credits owed below the quarter-window batch go back once the stream has stopped.
+    if (got) b->quiet_polls = 0;
+    else if (++b->quiet_polls >= kQuietPolls)
+        for (size_t i = 0; i < b->eps.size(); i++) flush_owed(b->eps[i]);
+    return got;
 }
 
 // Sends an internal request (segment announcement, barrier) with a request credit,
@@ -963,6 +1003,7 @@ int send_internal(Peer* p, uint8_t kind, int nargs, const int32_t* args) {
         if (p->state == P_DEAD) return AM_ERR_NOT_SENT;
         poll_bundle(p->ep->bundle);
     }
+    if (!p->ep->reposts.empty()) flush_reposts(p->ep);
     int rc = post_message(c, kind, 0, 0, nargs, args, nullptr, 0, 0, 0);
     if (rc == AM_OK) c->credits--;
     return rc;
@@ -1060,6 +1101,8 @@ AMX_API int AM_Init(void) {
     int rc = open_nic();
     if (rc != AM_OK) return rc;
     g.inited = true;
+    VIP_EXT_PROGRESS_MODE pm = VIP_EXT_PROGRESS_INLINE;
+    g.inline_progress = VipExtGetProgressMode(g.nic, &pm) == VIP_SUCCESS && pm == VIP_EXT_PROGRESS_INLINE;
     start_listener();
     steering_default();
     connect_timeout();
@@ -1355,7 +1398,10 @@ AMX_API int AM_WaitSema(eb_t b) {
     if (!eb_ok(b) || b->event_mask == AM_NOEVENTS) return AM_ERR_BAD_ARG;  // it would never return
     if (in_handler()) return AM_ERR_RESOURCE;
     for (unsigned turn = 0;; turn++) {
+        if ((turn & (kKnockPolls - 1)) == kKnockPolls - 1) take_knocks();
         for (Endpoint* ep : b->eps) {
+            if (!ep->reposts.empty()) flush_reposts(ep);
+            flush_owed(ep);  // waiting: a good moment to give back what is owed
             if (!ep->connecting.empty()) check_connecting(ep);
             CqEntry e;
             if (ep->stash.empty() && VipCQDone(ep->cq, &e.vi, &e.queue) == VIP_SUCCESS) ep->stash.push_back(e);
@@ -1439,18 +1485,24 @@ AMX_API int AMX_Request(ep_t ep, int dest, handler_t handler, int kind, const vo
     if (c->credits == 0) {
         poll_bundle(ep->bundle);
         if (kind == AMX_LONG_ASYNC && c->credits == 0) return p->state == P_DEAD ? AM_ERR_NOT_SENT : AM_ERR_IN_USE;
-        for (unsigned turn = 0; c->credits == 0; turn++) {
+        IdleYield idle;
+        while (c->credits == 0) {
             if (p->state == P_DEAD) return AM_ERR_NOT_SENT;
-            poll_bundle(ep->bundle);
-            if ((turn & 255) == 255) sched_yield();
+            idle.after(poll_bundle(ep->bundle));
         }
     }
     if (p->state == P_DEAD) return AM_ERR_NOT_SENT;
+    // See flush_reposts: after the send only if the NIC cannot run meanwhile and, should
+    // the buffer belong to this channel, fewer than k requests will be outstanding.
+    bool repost_after = g.inline_progress && ep->reposts.size() == 1 &&
+                        (ep->reposts[0].first != c || c->credits >= 2);
+    if (!ep->reposts.empty() && !repost_after) flush_reposts(ep);
     int rc = post_message(c, wire_kind, handler, t.tag, nargs, args, src, nbytes, offset, 0);
     if (rc == AM_OK) {
         c->credits--;
         ep->ctr.requests_sent++;
     }
+    if (repost_after) flush_reposts(ep);
     return rc;
 }
 
@@ -1547,6 +1599,13 @@ AMX_API const char* AMX_StatusString(int status) {
 
 // ---------------------------------------------------------------- for am_spmd.cc
 namespace amx {
+void IdleYield::after(int handled) {
+    if (handled) idle = 0;
+    else if ((++idle & 255) == 0) sched_yield();
+}
+// AM_Poll for the SPMD waits, with what it took; -1 inside a handler (not allowed).
+int poll_count(eb_t eb) { return in_handler() ? -1 : poll_bundle(eb); }
+void flush_credits(ep_t ep) { flush_owed(ep); }
 bool all_peers_ready(ep_t ep) {
     for (size_t i = 0; i < ep->peers.size(); i++) {  // by index: see AM_SetSeg
         Peer* p = ep->peers[i];
@@ -1567,6 +1626,7 @@ bool peer_dead_at(ep_t ep, int index) {
 // Gives back credits owed and waits until every message this endpoint posted has left
 // (a disconnect would flush a send still queued), so a peer waiting for it gets it.
 void quiesce(ep_t ep) {
+    flush_reposts(ep);
     flush_owed(ep);
     uint64_t end = now_ms() + 2000;
     for (Peer* p : ep->peers)

@@ -19,6 +19,8 @@ bool all_peers_ready(ep_t ep);
 bool any_peer_dead(ep_t ep);
 bool peer_dead_at(ep_t ep, int index);
 void quiesce(ep_t ep);
+int poll_count(eb_t eb);
+void flush_credits(ep_t ep);
 int send_barrier(ep_t ep, int index, int phase, int gen);
 extern int g_barrier_arrivals[2];
 extern int g_barrier_released;
@@ -93,27 +95,27 @@ AMX_API int AMX_SPMDStartup(tag_t tag, uintptr_t seg_bytes, eb_t* eb, ep_t* ep) 
 AMX_API int AMX_SPMDBarrier(void) {
     if (!s_up) return AM_ERR_NOT_INIT;
     if (s_size == 1) return AM_Poll(s_eb);
+    if (amx::poll_count(s_eb) < 0) return AM_ERR_RESOURCE;  // inside a handler
     int gen = ++s_gen;
-    unsigned turn = 0;
+    amx::IdleYield idle;
     if (s_rank == 0) {
         while (amx::g_barrier_arrivals[gen & 1] < s_size - 1) {
             if (amx::any_peer_dead(s_ep)) return AM_ERR_NOT_SENT;
-            AM_Poll(s_eb);
-            if ((++turn & 63) == 0) sched_yield();
+            idle.after(amx::poll_count(s_eb));
         }
         amx::g_barrier_arrivals[gen & 1] -= s_size - 1;
         for (int r = 1; r < s_size; r++) {
             int rc = amx::send_barrier(s_ep, r, 1, gen);
             if (rc != AM_OK) return rc;
         }
-        return AM_Poll(s_eb);  // sends the credits owed for the arrivals
+        amx::flush_credits(s_ep);  // the arrivals' credits
+        return AM_Poll(s_eb);
     }
     int rc = amx::send_barrier(s_ep, 0, 0, gen);
     if (rc != AM_OK) return rc;
     while (amx::g_barrier_released < gen) {
         if (amx::peer_dead_at(s_ep, 0)) return AM_ERR_NOT_SENT;  // only rank 0 releases
-        AM_Poll(s_eb);
-        if ((++turn & 63) == 0) sched_yield();
+        idle.after(amx::poll_count(s_eb));
     }
     return AM_Poll(s_eb);
 }

@@ -73,7 +73,7 @@ struct Channel {
     char* sdesc = nullptr;
     char* sbuf = nullptr;
     size_t sbuf_bytes = 0;
-    std::vector<uint8_t> slot_pending;  // descriptors of the slot not yet completed
+    std::vector<uint8_t> slot_pending;  // descriptors of the slot not yet taken back (bits)
     int s_head = 0, s_used = 0;
 };
 
@@ -139,6 +139,7 @@ struct amx_endpoint {
     VIP_MEM_HANDLE seg_mh = 0;
     std::vector<amx::Channel*> owed_list;
     std::vector<amx::CqEntry> stash;  // CQ entries AM_WaitSema took, handled by the next poll
+    std::vector<std::pair<amx::Channel*, int>> reposts;  // reply buffers to post again (defer_repost)
     amx_counters_t ctr{};
     VIP_VI_HANDLE knock_vi = nullptr;  // idle VI that carries knocks (one-sided mapping)
     int expected_endpoints = 0, expected_requests = 0;
@@ -158,9 +159,18 @@ struct amx_bundle {
     int event_mask = AM_NOEVENTS;
     std::vector<amx::Pending> reqq, repq;  // host marshalling: requests and replies sorted
     unsigned polls = 0;  // liveness checks run every kLivenessPolls polls
+    unsigned quiet_polls = 0;  // polls in a row that found nothing
 };
 
 namespace amx {
+
+// Waiting loops that poll give the core away (sched_yield) only after 256 polls in a
+// row found nothing (some tens of microseconds): a loop that is handling a stream never
+// yields, one that waits on a core shared with the rank it waits for lets it run.
+struct IdleYield {
+    unsigned idle = 0;
+    void after(int handled);
+};
 
 // A handler's view of its message. Live only while the handler runs.
 struct Token {

@@ -375,6 +375,25 @@ VIP_RETURN VipExtPostRecvReply(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *Descripto
 VIP_RETURN VipExtRecvReplyDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr);
 VIP_RETURN VipExtRecvReplyWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr);
 
+/* VipCQDone without stepping the NIC (inline mode): takes an entry already there, else
+ * VIP_NOT_DONE. For draining a CQ after a call that stepped it: a program that polls
+ * only with this never sees new completions in inline mode. */
+VIP_RETURN VipExtCQTake(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEAN *RecvQueue);
+
+/* Standing listener (client/server connections). VipConnectWait listens only while it
+ * runs; a VipExtListen listener stays on its discriminator until VipExtUnlisten, so a
+ * request finds it whenever the NIC runs. The NIC holds the first matching request
+ * (later ones get VIP_NO_MATCH until it is taken); VipExtListenDone takes it without
+ * waiting and returns a connection handle to answer with VipConnectAccept or
+ * VipConnectReject, as VipConnectWait does, and the listener listens again. Inline
+ * progress: VipExtListenDone steps the NIC once when nothing is held. VipExtUnlisten
+ * rejects a request still held. */
+typedef struct vip_listen *VIP_EXT_LISTEN_HANDLE;
+VIP_RETURN VipExtListen(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr, VIP_EXT_LISTEN_HANDLE *Listen);
+VIP_RETURN VipExtListenDone(VIP_EXT_LISTEN_HANDLE Listen, VIP_NET_ADDRESS *RemoteAddr,
+                            VIP_VI_ATTRIBUTES *RemoteViAttribs, VIP_CONN_HANDLE *ConnHandle);
+VIP_RETURN VipExtUnlisten(VIP_EXT_LISTEN_HANDLE Listen);
+
 /* Fault injection (docs/faults.md). A NIC opened while SOFTVIA_FAULTS holds a spec such
  * as "drop=0.01,dup=0.01,reorder=0.01,corrupt=0.001,delay=0.01,delay_us=50,seed=7" runs
  * its wire through a seeded injector that also checksums every frame (a corrupted frame

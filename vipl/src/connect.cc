@@ -48,6 +48,28 @@ VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, 
     return static_cast<VIP_RETURN>(r);
 }
 
+namespace {
+// Fills what a server learns of a request it took, and lists the connection handle.
+void report_request(vip_conn* conn, VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* remote_attrs) {
+    if (remote) {
+        remote->HostAddressLen = static_cast<VIP_UINT16>(conn->req.addr.size());
+        memcpy(remote->HostAddress, conn->req.addr.data(), conn->req.addr.size());
+        remote->DiscriminatorLen = static_cast<VIP_UINT16>(conn->req.disc.size());
+        memcpy(remote->HostAddress + conn->req.addr.size(), conn->req.disc.data(), conn->req.disc.size());
+    }
+    if (remote_attrs) {
+        nicfw::ViAttrs a;
+        a.reliability = conn->req.reliability;
+        a.max_transfer = conn->req.max_transfer;
+        a.rdma_write = conn->req.rdma_write;
+        a.rdma_read = conn->req.rdma_read;
+        fill_attrs(a, remote_attrs);
+    }
+    std::lock_guard<std::mutex> g(conn->nic->objs_lock);
+    conn->nic->conns.insert(conn);
+}
+}  // namespace
+
 VIPL_API VIP_RETURN VipConnectWait(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* local, VIP_ULONG timeout,
                                    VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* remote_attrs,
                                    VIP_CONN_HANDLE* out) {
@@ -67,23 +89,58 @@ VIPL_API VIP_RETURN VipConnectWait(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* local, V
         return VIP_TIMEOUT;
     }
     conn->nic = nic;
-    if (remote) {
-        remote->HostAddressLen = static_cast<VIP_UINT16>(conn->req.addr.size());
-        memcpy(remote->HostAddress, conn->req.addr.data(), conn->req.addr.size());
-        remote->DiscriminatorLen = static_cast<VIP_UINT16>(conn->req.disc.size());
-        memcpy(remote->HostAddress + conn->req.addr.size(), conn->req.disc.data(), conn->req.disc.size());
+    report_request(conn, remote, remote_attrs);
+    *out = conn;
+    return VIP_SUCCESS;
+}
+
+// ---------------------------------------------------------------- standing listeners
+VIPL_API VIP_RETURN VipExtListen(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* local, VIP_EXT_LISTEN_HANDLE* out) {
+    if (!ok(nic) || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
+        local->HostAddressLen > NICFW_MAX_ADDR || !out)
+        return VIP_INVALID_PARAMETER;
+    auto* ls = new (std::nothrow) vip_listen();
+    if (!ls) return VIP_ERROR_RESOURCE;
+    ls->nic = nic;
+    ls->disc.assign(disc_of(local), disc_of(local) + local->DiscriminatorLen);
+    ls->l = nic->eng->listen(ls->disc.data(), ls->disc.size());
+    std::lock_guard<std::mutex> g(nic->objs_lock);
+    nic->listens.insert(ls);
+    *out = ls;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtListenDone(VIP_EXT_LISTEN_HANDLE ls, VIP_NET_ADDRESS* remote,
+                                     VIP_VI_ATTRIBUTES* remote_attrs, VIP_CONN_HANDLE* out) {
+    if (!ok(ls) || !out) return VIP_INVALID_PARAMETER;
+    std::lock_guard<SpinLock> g(ls->lock);
+    // Acquire pairs with the firmware's release of matched: req is complete.
+    if (!ls->l->matched.load(std::memory_order_acquire)) {
+        if (!ls->nic->eng->progress() || !ls->l->matched.load(std::memory_order_acquire)) return VIP_NOT_DONE;
     }
-    if (remote_attrs) {
-        nicfw::ViAttrs a;
-        a.reliability = conn->req.reliability;
-        a.max_transfer = conn->req.max_transfer;
-        a.rdma_write = conn->req.rdma_write;
-        a.rdma_read = conn->req.rdma_read;
-        fill_attrs(a, remote_attrs);
+    auto* conn = new (std::nothrow) vip_conn();
+    if (!conn) return VIP_ERROR_RESOURCE;  // still held: a later call may take it
+    vip_nic* nic = ls->nic;
+    nic->eng->unlisten(ls->l, &conn->req);  // matched, so the request is ours
+    ls->l = nic->eng->listen(ls->disc.data(), ls->disc.size());
+    conn->nic = nic;
+    report_request(conn, remote, remote_attrs);
+    *out = conn;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtUnlisten(VIP_EXT_LISTEN_HANDLE ls) {
+    if (!ok(ls)) return VIP_INVALID_PARAMETER;
+    vip_nic* nic = ls->nic;
+    {
+        std::lock_guard<SpinLock> g(ls->lock);
+        nicfw::ConnRequest held;
+        if (nic->eng->unlisten(ls->l, &held)) nic->eng->reject(held);
+        ls->magic = kDead;
     }
     std::lock_guard<std::mutex> g(nic->objs_lock);
-    nic->conns.insert(conn);
-    *out = conn;
+    nic->listens.erase(ls);
+    delete ls;
     return VIP_SUCCESS;
 }
 

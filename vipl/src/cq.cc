@@ -37,8 +37,11 @@ VIPL_API VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE cq, VIP_ULONG count) {
 
 namespace {
 VIP_RETURN take(vip_cq* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
-    std::lock_guard<SpinLock> g(cq->lock);
     nicfw::Cq* d = cq->dev;
+    // An empty CQ (most polls) is seen without taking the lock; a consumer that races
+    // us to the last entry is settled under it.
+    if (d->prod.load(std::memory_order_relaxed) == d->cons.load(std::memory_order_relaxed)) return VIP_NOT_DONE;
+    std::lock_guard<SpinLock> g(cq->lock);
     uint64_t cons = d->cons.load(std::memory_order_relaxed);
     // Acquire pairs with the firmware's release of prod (completer.cc).
     if (d->prod.load(std::memory_order_acquire) == cons) return VIP_NOT_DONE;
@@ -55,6 +58,11 @@ VIPL_API VIP_RETURN VipCQDone(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* 
     if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
     if (take(cq, vi, recv) == VIP_SUCCESS) return VIP_SUCCESS;
     if (!cq->nic->eng->progress()) return VIP_NOT_DONE;
+    return take(cq, vi, recv);
+}
+
+VIPL_API VIP_RETURN VipExtCQTake(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+    if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
     return take(cq, vi, recv);
 }
 

@@ -25,6 +25,7 @@ enum : uint32_t {
     kViMagic = 0x56494931,    // "VII1"
     kCqMagic = 0x43515131,    // "CQQ1"
     kConnMagic = 0x434f4e31,  // "CON1"
+    kListenMagic = 0x4c534e31,  // "LSN1"
     kDead = 0xdeadbeef,
 };
 
@@ -63,6 +64,7 @@ struct vip_nic {
     std::unordered_set<struct vip_vi*> vis;
     std::unordered_set<struct vip_cq*> cqs;
     std::unordered_set<struct vip_conn*> conns;
+    std::unordered_set<struct vip_listen*> listens;
     // name service
     std::mutex ns_lock;
     bool ns_up = false;
@@ -101,12 +103,22 @@ struct vip_conn {
     softvia::nicfw::ConnRequest req;
 };
 
+// A standing listener (VipExtListen): the firmware's listener, re-made after each take.
+struct vip_listen {
+    uint32_t magic = softvia::vipl::kListenMagic;
+    vip_nic* nic = nullptr;
+    softvia::nicfw::Listener* l = nullptr;
+    std::vector<uint8_t> disc;
+    softvia::nicfw::SpinLock lock;  // callers of VipExtListenDone
+};
+
 namespace softvia::vipl {
 
 inline bool ok(const vip_nic* n) { return n && n->magic == kNicMagic; }
 inline bool ok(const vip_vi* v) { return v && v->magic == kViMagic; }
 inline bool ok(const vip_cq* c) { return c && c->magic == kCqMagic; }
 inline bool ok(const vip_conn* c) { return c && c->magic == kConnMagic; }
+inline bool ok(const vip_listen* l) { return l && l->magic == kListenMagic; }
 inline bool ok(const vip_ptag* p) { return p && p->magic == kPtagMagic; }
 
 // The wait loop of every Wait call: until cond() holds or timeout_ms passes. Inline

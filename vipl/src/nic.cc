@@ -153,6 +153,7 @@ VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
     for (auto* c : nic->cqs) { c->magic = kDead; delete c; }
     for (auto* p : nic->ptags) { p->magic = kDead; delete p; }
     for (auto* c : nic->conns) { c->magic = kDead; delete c; }
+    for (auto* l : nic->listens) { l->magic = kDead; delete l; }  // the engine owned their listeners
     delete nic;
     return VIP_SUCCESS;
 }

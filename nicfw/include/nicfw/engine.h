@@ -570,6 +570,8 @@ private:
     uint32_t next_req_id_ = 0;  // connection request ids
     uint32_t step_count_ = 0;
     uint64_t last_slow_ns_ = 0;
+    uint64_t last_slow_tsc_ = 0;  // TSC at the last look at the slow path's clock
+    uint32_t idle_looks_ = 0;     // idle steps that could have looked at it
     uint64_t last_stale_ns_ = 0;  // the last DISCONNECT answering a stale frame
     std::vector<TransportEvent> tr_events_;
 

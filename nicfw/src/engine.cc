@@ -399,23 +399,24 @@ bool Engine::progress() {
     return did;
 }
 
-void Engine::flush_owed_acks() {
-    if (cfg_.progress == Progress::kThread || !lock_.try_lock()) return;  // the thread sends them
-    if (!ack_owed_.empty()) flush_acks(true);
+// Sends owed ACKs outside a step, unless someone is stepping (and so sends them).
+void Engine::send_acks_if_idle(bool now) {
+    if (!lock_.try_lock()) return;
+    acks_held_.store(false, std::memory_order_relaxed);  // flush_acks sets it again if it holds
+    if (!ack_owed_.empty()) flush_acks(now);
     tr_->tx_flush();
     lock_.unlock();
+}
+
+void Engine::flush_owed_acks() {
+    if (cfg_.progress == Progress::kInline) send_acks_if_idle(true);  // else the thread sends them
 }
 
 void Engine::ack_guard_thread() {
     while (!stop_.load(std::memory_order_relaxed)) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, nullptr);
-        // A program that is calling steps the engine itself (and holds the lock).
-        if (!acks_held_.load(std::memory_order_relaxed) || !lock_.try_lock()) continue;
-        acks_held_.store(false, std::memory_order_relaxed);  // flush_acks sets it again if it must
-        if (!ack_owed_.empty()) flush_acks();
-        tr_->tx_flush();
-        lock_.unlock();
+        if (acks_held_.load(std::memory_order_relaxed)) send_acks_if_idle(false);  // held ones past the hold
     }
 }
 

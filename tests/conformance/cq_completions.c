@@ -14,6 +14,21 @@ static int take(VIP_CQ_HANDLE cq, VIP_VI_HANDLE *vi, VIP_BOOLEAN *rq, int wait) 
     return 0;
 }
 
+/* m receives on b (64 bytes each at buf + 64 i), then m 1-byte sends from a to them. */
+static void post_burst(th_env *e, VIP_VI_HANDLE a, VIP_VI_HANDLE b, char *buf, int m, VIP_DESCRIPTOR **s,
+                       VIP_DESCRIPTOR **r) {
+    for (int i = 0; i < m; i++) {
+        s[i] = th_desc(e, 1);
+        r[i] = th_desc(e, 1);
+        th_set1(r[i], e->mh, buf + 64 * i, 64);
+        CHECK(VipPostRecv(b, r[i], e->mh));
+    }
+    for (int i = 0; i < m; i++) {
+        th_set1(s[i], e->mh, buf + 2048 + i, 1);
+        CHECK(VipPostSend(a, s[i], e->mh));
+    }
+}
+
 int main(void) {
     th_init("cq_completions", 0);
     th_env e;
@@ -78,16 +93,7 @@ int main(void) {
     {
         enum { M = 20 };
         VIP_DESCRIPTOR *s[M], *r[M];
-        for (int i = 0; i < M; i++) {
-            s[i] = th_desc(&e, 1);
-            r[i] = th_desc(&e, 1);
-            th_set1(r[i], e.mh, buf + 64 * i, 64);
-            CHECK(VipPostRecv(b, r[i], e.mh));
-        }
-        for (int i = 0; i < M; i++) {
-            th_set1(s[i], e.mh, buf + 2048 + i, 1);
-            CHECK(VipPostSend(a, s[i], e.mh));
-        }
+        post_burst(&e, a, b, buf, M, s, r);
         int sends = 0, recvs = 0;
         for (int i = 0; i < 2 * M; i++) {
             VIP_CQ_HANDLE q = i < M ? scq : rcq;
@@ -115,16 +121,7 @@ int main(void) {
     {
         enum { M = 8 };
         VIP_DESCRIPTOR *s[M], *r[M];
-        for (int i = 0; i < M; i++) {
-            s[i] = th_desc(&e, 1);
-            r[i] = th_desc(&e, 1);
-            th_set1(r[i], e.mh, buf + 64 * i, 64);
-            CHECK(VipPostRecv(b, r[i], e.mh));
-        }
-        for (int i = 0; i < M; i++) {
-            th_set1(s[i], e.mh, buf + 2048 + i, 1);
-            CHECK(VipPostSend(a, s[i], e.mh));
-        }
+        post_burst(&e, a, b, buf, M, s, r);
         int recvs = 0;
         uint64_t end = th_now_ms() + TH_WAIT_MS;
         while (recvs < M && th_now_ms() < end) {

@@ -594,6 +594,7 @@ private:
     std::thread ack_guard_;
     std::atomic<bool> acks_held_{false};
     void ack_guard_thread();
+    void send_acks_if_idle(bool now);
     std::atomic<bool> stop_{false};
 };
 

@@ -202,15 +202,15 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
 // the kernel can, else used by recvmmsg).
 int UdpTransport::setup_ring(std::string* why) {
     uint32_t tx_slots = std::clamp<uint32_t>(static_cast<uint32_t>(kPoolBytes / mtu_), 64, kMaxTxSlots);
-    io_uring_params p{};
-    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
-    p.cq_entries = 4 * kMaxRxBufs;
-    int rc = io_uring_queue_init_params(2 * tx_slots, &ring_, &p);
-    if (rc == -EINVAL) {  // before Linux 5.19: no cooperative task running (an IPI per datagram)
-        p = {};
-        p.flags = IORING_SETUP_CQSIZE;
+    // Cooperative task running (Linux 5.19) when the kernel has it (see rx_burst); before
+    // it, -EINVAL, and completions come by an interrupt per datagram.
+    int rc = -EINVAL;
+    for (unsigned coop : {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, 0u}) {
+        io_uring_params p{};
+        p.flags = IORING_SETUP_CQSIZE | coop;
         p.cq_entries = 4 * kMaxRxBufs;
         rc = io_uring_queue_init_params(2 * tx_slots, &ring_, &p);
+        if (rc != -EINVAL) break;
     }
     if (rc < 0) {
         *why = std::string("udp: io_uring_queue_init: ") + strerror(-rc);

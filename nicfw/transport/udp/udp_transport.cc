@@ -47,6 +47,11 @@ constexpr uint64_t kProbeGapNs = 100000000;  // liveness probe to each peer
 // Preamble offsets.
 constexpr size_t kPMagic = 0, kPType = 4, kPHost = 8, kPSrcNonce = 16, kPDstNonce = 20;
 
+// Errors a pending ICMP report (sk_err) gives the next send, whatever its destination.
+bool refused_by_pending_icmp(int res) {
+    return res == -ECONNREFUSED || res == -EHOSTUNREACH || res == -ENETUNREACH || res == -EHOSTDOWN;
+}
+
 uint64_t mono_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -367,6 +372,7 @@ void UdpTransport::tx_commit(int peer, uint32_t len) {
     put32(s.buf + kPDstNonce, p.nonce);
     s.iov.iov_len = kPreamble + len;
     s.to = p.sa;  // a copy: peers_ may grow before the kernel reads it
+    s.resent = false;
     io_uring_sqe* sqe = next_sqe();
     if (!sqe) {  // the kernel would not take submissions: the frame is lost
         stats_.tx_errors++;
@@ -405,6 +411,7 @@ bool UdpTransport::send_probe(Peer& p) {
     put32(s.buf + kPDstNonce, p.nonce);
     s.iov.iov_len = kPreamble;
     s.to = p.sa;
+    s.resent = false;
     io_uring_prep_sendmsg(sqe, fd_, &s.msg, MSG_DONTWAIT);
     io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
     unsubmitted_++;
@@ -442,6 +449,16 @@ void UdpTransport::rearm_here() {
     arm_recv();  // submits both
 }
 
+bool UdpTransport::resend(int slot) {
+    io_uring_sqe* sqe = next_sqe();
+    if (!sqe) return false;
+    tx_slots_[slot].resent = true;
+    io_uring_prep_sendmsg(sqe, fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
+    io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
+    unsubmitted_++;
+    return true;
+}
+
 void UdpTransport::recycle(int bid) {
     io_uring_buf_ring_add(br_, rx_mem_ + static_cast<size_t>(bid) * rx_buf_size_, rx_buf_len_,
                           static_cast<unsigned short>(bid), io_uring_buf_ring_mask(rx_bufs_), 0);
@@ -461,9 +478,20 @@ void UdpTransport::reap() {
             } else if (c.user_data == kCancelTag) {
                 continue;  // the cancelled receive reports itself
             } else {
-                if (c.res < 0) stats_.tx_errors++;
-                else stats_.tx_datagrams++;
-                tx_free_.push_back(static_cast<int>(c.user_data));
+                int slot = static_cast<int>(c.user_data);
+                if (c.res >= 0) {
+                    stats_.tx_datagrams++;
+                } else if (refused_by_pending_icmp(c.res) && !tx_slots_[slot].resent) {
+                    // With IP_RECVERR an ICMP error for any destination fails the
+                    // socket's next send (sk_err) and is then cleared: this datagram
+                    // never left. Send it again (once).
+                    errors_pending_ = true;
+                    if (resend(slot)) continue;
+                    stats_.tx_errors++;
+                } else {
+                    stats_.tx_errors++;
+                }
+                tx_free_.push_back(slot);
             }
         }
         io_uring_cq_advance(&ring_, n);
@@ -572,7 +600,11 @@ void UdpTransport::recv_syscall() {
 }
 
 int UdpTransport::rx_burst(RxFrame* out, int max) {
+    // What this step committed so far leaves before we spend time on receiving (a reply
+    // must not wait behind a recvmmsg); the step's pacing count runs on to tx_flush.
+    submit();
     if (rx_syscall_) {
+        reap();  // sends' completions: free slots, and a send an ICMP report failed goes again
         recv_syscall();
     } else {
         if (recv_armed_ && armer_ != this_thread_tag()) rearm_here();

@@ -1,10 +1,13 @@
 // udp transport: frames in UDP datagrams over one socket per NIC, driven by io_uring.
 //
-// Busy-polled: rx_burst reads the completion queue in user space (no system call while
-// nothing arrived); received datagrams land in a provided-buffer ring filled by one
-// multishot recvmsg (kernel >= 6.0; older kernels, or rx=syscall, read with recvmmsg).
-// Sends are batched: tx_commit queues a sendmsg, tx_flush submits everything committed
-// in the engine step with one io_uring_enter. Buffers are allocated once, at creation.
+// Busy-polled. Receives: rx=syscall (the default) reads up to 32 datagrams per recvmmsg;
+// rx=multishot has them land in a provided-buffer ring filled by one io_uring multishot
+// recvmsg (kernel >= 6.0) and reads its completion queue. The ring's receive costs about
+// a microsecond more per datagram on a veth pair (task work per datagram; measured in
+// docs/transports.md), so the default receives with the system call.
+// Sends are batched: tx_commit queues a sendmsg; rx_burst (the step's send phase is over)
+// and tx_flush submit everything committed with one io_uring_enter. Buffers are
+// allocated once, at creation.
 //
 // The wire can lose datagrams, so lossy() is true and reliable VIs retransmit.
 //
@@ -53,7 +56,7 @@ struct UdpOptions {
     in_addr_t addr = 0;      // network byte order; 0: the first up non-loopback IPv4, else 127.0.0.1
     uint16_t port = 0;       // host byte order; 0: ephemeral
     uint32_t mtu = 1472;     // bytes of UDP payload per datagram (preamble + frame)
-    bool rx_syscall = false; // rx=syscall: recvmmsg instead of the multishot ring
+    bool rx_syscall = true;  // rx=syscall (default): recvmmsg; rx=multishot: io_uring's multishot ring
 };
 
 struct UdpStats {
@@ -120,6 +123,7 @@ private:
         iovec iov;
         sockaddr_in to;
         uint8_t* buf;  // kPreamble + frame
+        bool resent;   // sent again after a send failed on another destination's ICMP
     };
     struct Pending {  // a received frame not yet handed to the engine
         const uint8_t* data;
@@ -138,6 +142,7 @@ private:
     void recv_syscall();
     bool take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid);
     void recycle(int bid);
+    bool resend(int slot);  // queues slot's sendmsg again; false if the ring takes none
     void drain_errors();
     bool send_probe(Peer& p);
     io_uring_sqe* next_sqe();

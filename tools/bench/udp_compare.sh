@@ -79,7 +79,7 @@ floor="$build/tools/bench/udp_floor"
 declare -A fl
 if [[ -x $floor ]]; then
   echo "== udp_floor: bare ping-pong, 14 B, per way of sending/receiving (no softvia)"
-  for m in plain ring mixed; do
+  for m in plain mmsg mixed ring; do
     ip netns exec "$nsb" taskset -c 1 timeout 60 "$floor" "$m" server "$ipb" "$ipa" "$iters" >/dev/null 2>&1 &
     fsrv=$!
     sleep 0.3
@@ -104,5 +104,6 @@ row "8 B (sockperf 14 B) one-way, us, median" "$lat" "${sp_lat:-n/a}" "$(ratio "
 row "4 KiB streaming bandwidth, MB/s" "$bw" "${sp_bw:-n/a}" "$(ratio "$bw" "${sp_bw:-}")" "report"
 row "floor: io_uring send + multishot recv" "${fl[ring]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[ring]:-}" "${sp_lat:-}")" "(no softvia)"
 row "floor: io_uring send + recvmmsg" "${fl[mixed]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[mixed]:-}" "${sp_lat:-}")" "(no softvia)"
+row "floor: sendmsg + recvmmsg" "${fl[mmsg]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[mmsg]:-}" "${sp_lat:-}")" "(no softvia)"
 row "floor: sendmsg + recv (sockperf's way)" "${fl[plain]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[plain]:-}" "${sp_lat:-}")" "(no softvia)"
 echo "(sockperf's MBps is 2^20 bytes/s as it prints it; ours is 10^6 bytes/s)"

@@ -9,7 +9,9 @@
  *       ring    io_uring sendmsg + multishot recvmsg into a provided-buffer ring, the
  *               ring set up as the udp wire sets it up (COOP_TASKRUN, TASKRUN_FLAG:
  *               enter the kernel only when the ring's flag says work waits)
- *       mixed   io_uring sendmsg + recvmmsg polled with MSG_DONTWAIT (rx=syscall)
+ *       mixed   io_uring sendmsg + recvmmsg polled with MSG_DONTWAIT (rx=syscall, the
+ *               udp wire's default)
+ *       mmsg    sendmsg + recvmmsg: with mixed, what sending through io_uring costs
  * The server binds port 7001, the client 7002; the client prints the median one-way
  * latency (half the round trip) of 14-byte messages, sockperf's smallest.
  */
@@ -25,7 +27,7 @@
 #include <time.h>
 
 enum { NBUF = 64, BUFLEN = 2048, MSGLEN = 14, BURST = 32, GROUP = 1 };
-enum mode { PLAIN, RING, MIXED };
+enum mode { PLAIN, RING, MIXED, MMSG };
 
 static uint64_t now_ns(void) {
     struct timespec t;
@@ -68,7 +70,7 @@ static void arm_recv(struct ctx *c) {
 }
 
 static void send_one(struct ctx *c) {
-    if (c->mode == PLAIN) {
+    if (c->mode == PLAIN || c->mode == MMSG) {
         if (sendmsg(c->fd, &c->tx_msg, MSG_DONTWAIT) < 0) die("sendmsg", errno);
         return;
     }
@@ -107,7 +109,8 @@ static void recv_one(struct ctx *c) {
                 if (errno != EAGAIN && errno != EINTR) die("recv", errno);
             return;
         case MIXED:
-            reap(c); /* the sends' completions */
+        case MMSG:
+            if (c->mode == MIXED) reap(c); /* the sends' completions */
             for (;;) {
                 for (int k = 0; k < BURST; k++) {
                     c->mm_iov[k] = (struct iovec){c->bufs[k], BUFLEN};
@@ -130,7 +133,7 @@ static void recv_one(struct ctx *c) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: udp_floor plain|ring|mixed server|client LOCAL_IP PEER_IP [ITERS]\n");
+        fprintf(stderr, "usage: udp_floor plain|ring|mixed|mmsg server|client LOCAL_IP PEER_IP [ITERS]\n");
         return 2;
     }
     struct ctx *c = calloc(1, sizeof *c);
@@ -139,7 +142,8 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "plain") == 0) c->mode = PLAIN;
     else if (strcmp(argv[1], "ring") == 0) c->mode = RING;
     else if (strcmp(argv[1], "mixed") == 0) c->mode = MIXED;
-    else die("mode must be plain, ring or mixed", EINVAL);
+    else if (strcmp(argv[1], "mmsg") == 0) c->mode = MMSG;
+    else die("mode must be plain, ring, mixed or mmsg", EINVAL);
     const int server = strcmp(argv[2], "server") == 0;
     const int iters = argc > 5 ? atoi(argv[5]) : 100000;
     if (iters < 1) die("ITERS", EINVAL);
@@ -159,7 +163,7 @@ int main(int argc, char **argv) {
     c->tx_msg.msg_iov = &c->tx_iov;
     c->tx_msg.msg_iovlen = 1;
     c->rx_msg.msg_namelen = sizeof(struct sockaddr_in);
-    if (c->mode != PLAIN) {
+    if (c->mode != PLAIN && c->mode != MMSG) {
         struct io_uring_params p = {.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG};
         int rc = io_uring_queue_init_params(256, &c->ring, &p);
         if (rc < 0) die("io_uring_queue_init_params", -rc);

@@ -255,9 +255,19 @@ int UdpTransport::setup_ring(std::string* why) {
     taken_.reserve(n);
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
 
-    mm_.resize(kSyscallBurst);
+    // rx=syscall's recvmmsg headers, set once: the kernel writes back only msg_len,
+    // msg_namelen and msg_flags (recv_syscall resets msg_namelen where it wrote).
+    mm_.assign(kSyscallBurst, mmsghdr{});
     mm_iov_.resize(kSyscallBurst);
     mm_from_.resize(kSyscallBurst);
+    for (uint32_t i = 0; i < kSyscallBurst; i++) {
+        mm_iov_[i] = {rx_mem_ + static_cast<size_t>(i) * rx_buf_size_, mtu_};
+        msghdr& h = mm_[i].msg_hdr;
+        h.msg_name = &mm_from_[i];
+        h.msg_namelen = sizeof(sockaddr_in);
+        h.msg_iov = &mm_iov_[i];
+        h.msg_iovlen = 1;
+    }
 
     if (!kernel_has_multishot_recvmsg()) return 0;  // rx=syscall
     br_len_ = static_cast<size_t>(n) * sizeof(io_uring_buf);
@@ -575,15 +585,6 @@ bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_
 // releases a burst before it asks for the next).
 void UdpTransport::recv_syscall() {
     if (pend_count_ || !taken_.empty()) return;
-    for (uint32_t i = 0; i < kSyscallBurst; i++) {
-        mm_iov_[i] = {rx_mem_ + static_cast<size_t>(i) * rx_buf_size_, mtu_};
-        msghdr& h = mm_[i].msg_hdr;
-        h = {};
-        h.msg_name = &mm_from_[i];
-        h.msg_namelen = sizeof(sockaddr_in);
-        h.msg_iov = &mm_iov_[i];
-        h.msg_iovlen = 1;
-    }
     int n = recvmmsg(fd_, mm_.data(), kSyscallBurst, MSG_DONTWAIT, nullptr);
     if (n < 0) {
         if (errno != EAGAIN && errno != EINTR) errors_pending_ = true;
@@ -597,6 +598,7 @@ void UdpTransport::recv_syscall() {
         }
         take_datagram(static_cast<uint8_t*>(mm_iov_[i].iov_base), mm_[i].msg_len, mm_from_[i], -1);
     }
+    for (int i = 0; i < n; i++) mm_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
 }
 
 int UdpTransport::rx_burst(RxFrame* out, int max) {

@@ -69,6 +69,10 @@ uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
         vi.tx_rmemh = a.Handle;
         first = 1;
     }
+    // What every frame's header takes from the descriptor, read once here.
+    vi.tx_hflags = static_cast<uint8_t>(((control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0) |
+                                        ((control & VIP_EXT_CONTROL_REPLY) ? NICFW_FF_REPLY : 0));
+    vi.tx_imm = __atomic_load_n(&w.desc->CS.ImmediateData, __ATOMIC_RELAXED);
     bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len);
     if (bad == 0 && (vi.tx_len > vi.attrs.max_transfer || vi.tx_len > vi.remote.max_transfer))
         bad = VIP_STATUS_LENGTH_ERROR;
@@ -86,7 +90,7 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
     uint32_t bad = load_send(vi, w, &op);
     if (bad) {
         vi.sq.pop();
-        TxEntry e;
+        TxEntry& e = vi.pending.push();
         e.kind = TxEntry::kLocal;
         e.done = true;
         e.desc = w.desc;
@@ -97,7 +101,6 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
         e.op = op == VIP_CONTROL_OP_RDMAWRITE  ? VIP_STATUS_OP_RDMA_WRITE
                : op == VIP_CONTROL_OP_RDMAREAD ? VIP_STATUS_OP_RDMA_READ
                                                : VIP_STATUS_OP_SEND;
-        vi.pending.push_back(std::move(e));
         retire(vi);
         // VIA: on a reliable VI a descriptor error breaks the connection.
         if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE)
@@ -158,45 +161,54 @@ void Engine::finish_send(Vi& vi) {
         vi.tx_resend = false;
         return;
     }
-    TxEntry e;
-    e.kind = TxEntry::kLocal;
-    e.desc = vi.tx_w.desc;
-    e.memh = vi.tx_w.memh;
-    e.len = vi.tx_len;
-    e.seq = vi.tx_seq;
     const bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
+    TxEntry::Kind kind;
+    uint32_t op;
     switch (vi.tx_op) {
         case VIP_CONTROL_OP_RDMAWRITE:
-            e.op = VIP_STATUS_OP_RDMA_WRITE;
+            op = VIP_STATUS_OP_RDMA_WRITE;
             // Reliable VIs learn the target's verdict on the remote buffer (ACK or NAK).
-            e.kind = reliable ? TxEntry::kAcked : TxEntry::kLocal;
+            kind = reliable ? TxEntry::kAcked : TxEntry::kLocal;
             break;
         case VIP_CONTROL_OP_RDMAREAD:
-            e.op = VIP_STATUS_OP_RDMA_READ;
-            e.kind = TxEntry::kRead;
-            e.segs.assign(vi.tx_segs, vi.tx_segs + vi.tx_nsegs);
-            vi.reads_out++;
+            op = VIP_STATUS_OP_RDMA_READ;
+            kind = TxEntry::kRead;
             break;
         default:
-            e.op = VIP_STATUS_OP_SEND;
+            op = VIP_STATUS_OP_SEND;
             // Unreliable, and reliable delivery on a lossless wire: done once the remote NIC
             // has it (the shm lane is the remote NIC's receive queue). Reliable reception,
             // and any reliable level on a lossy wire: when the target acknowledges it.
-            e.kind = vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION || vi.rel_proto ? TxEntry::kAcked
-                                                                                          : TxEntry::kLocal;
+            kind = vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION || vi.rel_proto ? TxEntry::kAcked
+                                                                                        : TxEntry::kLocal;
             break;
     }
-    e.done = e.kind == TxEntry::kLocal;
-    vi.tx_seq++;
+    const uint32_t seq = vi.tx_seq++;
     vi.sq.pop();
+    // Done already and nothing posted before it is outstanding: it completes now, as
+    // retire() would, without a trip through the FIFO (the common case on a lossless wire).
+    if (kind == TxEntry::kLocal && vi.pending.empty() && !vi.rel_proto) {
+        complete(vi, false, vi.tx_w.desc, op, vi.tx_len);
+        return;
+    }
+    TxEntry& e = vi.pending.push();
+    e.kind = kind;
+    e.done = kind == TxEntry::kLocal;
+    e.desc = vi.tx_w.desc;
+    e.memh = vi.tx_w.memh;
+    e.len = vi.tx_len;
+    e.seq = seq;
+    e.op = op;
+    if (kind == TxEntry::kRead) {
+        e.segs.assign(vi.tx_segs, vi.tx_segs + vi.tx_nsegs);
+        vi.reads_out++;
+    }
     if (vi.rel_proto) {
         e.sent_ns = rtx_clock();
         // A request soon after our last ACK frame could have carried it: hold the next.
         if (e.sent_ns - vi.ack_frame_ns < kAckHoldNs) vi.ack_hold = true;
+        if (vi.rto_at == 0) arm_rtx(vi, e.sent_ns);
     }
-    const uint64_t sent = e.sent_ns;
-    vi.pending.push_back(std::move(e));
-    if (vi.rel_proto && vi.rto_at == 0) arm_rtx(vi, sent);
     retire(vi);
 }
 
@@ -205,7 +217,7 @@ void Engine::retire(Vi& vi) {
     while (!vi.pending.empty() && vi.pending.front().done) {
         TxEntry& e = vi.pending.front();
         complete(vi, false, e.desc, e.status | e.op, (e.status & VIP_STATUS_ERROR_MASK) ? 0 : e.len);
-        vi.pending.pop_front();
+        vi.pending.pop();
     }
 }
 
@@ -418,7 +430,6 @@ bool Engine::emit_frames(Vi& vi) {
         count_tx(vi, 0);
         return true;
     }
-    VIP_DESCRIPTOR* d = vi.tx_w.desc;
     // Frames: at least one (a zero-length send still carries immediate data).
     do {
         uint32_t frag = std::min(vi.tx_len - vi.tx_off, mtu_ - ext);
@@ -449,25 +460,25 @@ bool Engine::emit_frames(Vi& vi) {
             }
         }
         while (vi.tx_seg < vi.tx_nsegs && vi.tx_segs[vi.tx_seg].len == 0) vi.tx_seg++;
-        uint16_t control = d->CS.Control;
-        h->type = rdma ? NICFW_F_RDMA_WRITE : NICFW_F_DATA;
-        h->version = NICFW_ABI_VERSION;
-        h->flags = (control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0;
-        if (control & VIP_EXT_CONTROL_REPLY) h->flags |= NICFW_FF_REPLY;
-        if (last) h->flags |= NICFW_FF_LAST;
+        // The header goes to the slot in one copy from a local: the slot's line is the one
+        // the receiver last read, so no field is written (or read back) there one by one.
+        nicfw_frame_hdr hd;
+        hd.type = rdma ? NICFW_F_RDMA_WRITE : NICFW_F_DATA;
+        hd.version = NICFW_ABI_VERSION;
+        hd.flags = static_cast<uint8_t>(vi.tx_hflags | (last ? NICFW_FF_LAST : 0) | (piggy ? NICFW_FF_ACKED : 0));
+        hd.reserved = 0;
+        hd.dst_vi = vi.remote_vi;
+        hd.src_vi = vi.id;
+        hd.msg_len = vi.tx_len;
+        hd.offset = vi.tx_off;
+        hd.frag_len = frag;
+        hd.imm = vi.tx_imm;
+        hd.seq = vi.tx_cur_seq;
+        memcpy(h, &hd, sizeof hd);
         if (piggy) {
-            h->flags |= NICFW_FF_ACKED;
             memcpy(p + frag, &vi.rx_seq, sizeof(uint32_t));
             vi.acks_owed = 0;  // flush_acks drops the VI from its list
         }
-        h->reserved = 0;
-        h->dst_vi = vi.remote_vi;
-        h->src_vi = vi.id;
-        h->msg_len = vi.tx_len;
-        h->offset = vi.tx_off;
-        h->frag_len = frag;
-        h->imm = d->CS.ImmediateData;
-        h->seq = vi.tx_cur_seq;
         frame_commit(vi.peer, h, ext + frag + tail);
         count_tx(vi, frag);
         vi.tx_off += frag;
@@ -494,6 +505,8 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
             return;
         }
         finish_send(vi);
+        // Nothing more to send (the usual case): return without another look for it.
+        if (vi.sq.empty() && vi.rtx_next == vi.rtx_end) return;
     }
 }
 

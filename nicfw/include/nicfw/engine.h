@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -180,6 +181,73 @@ struct TxEntry {
     uint64_t sent_ns = 0; // rel_proto: when it was first sent
     uint32_t got = 0;     // kRead: bytes placed so far
     std::vector<Seg> segs;  // kRead: where the data goes (checked at post)
+
+    // Back to a fresh entry; segs keeps its storage for the next read in this slot.
+    void reset() {
+        kind = kLocal;
+        done = false;
+        desc = nullptr;
+        memh = status = len = op = seq = got = 0;
+        resent = false;
+        sent_ns = 0;
+        segs.clear();
+    }
+};
+
+// The pending FIFO of a VI: a ring of entries reused in place (no allocation per
+// request), doubling when full. It holds at most the VI's posted send descriptors, so it
+// stops growing at the send queue's depth; it starts empty, so idle VIs cost nothing.
+class TxRing {
+public:
+    bool empty() const { return head_ == tail_; }
+    uint32_t size() const { return tail_ - head_; }
+    TxEntry& front() { return ring_[head_ & mask_]; }
+    TxEntry& operator[](uint32_t i) { return ring_[(head_ + i) & mask_]; }
+    // A reset entry at the back.
+    TxEntry& push() {
+        if (tail_ - head_ == ring_.size()) grow();
+        TxEntry& e = ring_[tail_++ & mask_];
+        e.reset();
+        return e;
+    }
+    void pop() { head_++; }
+
+    // Oldest first, for range-for and std::find_if.
+    class iterator {
+    public:
+        using iterator_category = std::forward_iterator_tag;
+        using value_type = TxEntry;
+        using difference_type = std::ptrdiff_t;
+        using pointer = TxEntry*;
+        using reference = TxEntry&;
+        iterator(TxRing* r, uint32_t i) : r_(r), i_(i) {}
+        TxEntry& operator*() const { return r_->ring_[i_ & r_->mask_]; }
+        TxEntry* operator->() const { return &**this; }
+        iterator& operator++() {
+            i_++;
+            return *this;
+        }
+        bool operator==(const iterator& o) const { return i_ == o.i_; }
+        bool operator!=(const iterator& o) const { return i_ != o.i_; }
+
+    private:
+        TxRing* r_;
+        uint32_t i_;
+    };
+    iterator begin() { return iterator(this, head_); }
+    iterator end() { return iterator(this, tail_); }
+
+private:
+    static constexpr uint32_t kInitial = 16;
+    void grow() {
+        std::vector<TxEntry> bigger(ring_.empty() ? kInitial : ring_.size() * 2);
+        const uint32_t m = static_cast<uint32_t>(bigger.size() - 1);
+        for (uint32_t i = head_; i != tail_; i++) bigger[i & m] = std::move(ring_[i & mask_]);
+        ring_.swap(bigger);
+        mask_ = m;
+    }
+    std::vector<TxEntry> ring_;
+    uint32_t mask_ = 0, head_ = 0, tail_ = 0;
 };
 
 // An RDMA read this NIC serves as the target.
@@ -214,7 +282,7 @@ struct Vi {
     WorkQueue rq_reply;        // steering: receive queue for reply-class messages
     bool steering = false;
     Cq* rcq_reply = nullptr;
-    std::deque<TxEntry> pending;  // transmitted, completing in post order
+    TxRing pending;               // transmitted, completing in post order
     uint32_t reads_out = 0;       // RDMA reads issued and not finished (QFENCE waits on them)
     std::deque<ReadService> serve;  // RDMA reads we answer, oldest first
     // A refused request waits for the reads accepted before it to be served; then the
@@ -230,6 +298,8 @@ struct Vi {
     uint32_t tx_len = 0, tx_off = 0, tx_nsegs = 0, tx_seg = 0, tx_seg_off = 0;
     uint64_t tx_raddr = 0;  // RDMA: remote buffer
     uint32_t tx_rmemh = 0;
+    uint8_t tx_hflags = 0;  // NICFW_FF_IMMEDIATE / NICFW_FF_REPLY, from its Control
+    uint32_t tx_imm = 0;    // its ImmediateData
     Seg tx_segs[NICFW_MAX_SEGMENTS];
     uint32_t tx_seq = 0;      // sequence number of the next new request
     WorkItem tx_w{};          // the descriptor being transmitted

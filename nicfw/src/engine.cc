@@ -282,8 +282,6 @@ uint32_t Engine::vi_count() {
     return vi_live_;
 }
 
-Vi* Engine::vi_by_index(uint32_t idx) { return idx < vis_.size() ? vis_[idx].get() : nullptr; }
-
 void Engine::set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*)) {
     CtlGuard g(lock_, ctl_waiters_);
     std::lock_guard<SpinLock> e(err_lock_);

@@ -7,50 +7,22 @@
 #include <cstring>
 
 #include "nicfw/engine.h"
+#include "desc_check.h"
 
 namespace softvia::nicfw {
 
-// The descriptor itself (control segment plus segcount segments) must lie in the region
-// its memory handle names, with the VI's protection tag. Returns a status bit or 0.
-uint32_t Engine::check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount) {
-    uint64_t d = reinterpret_cast<uint64_t>(w.desc);
-    if (uint32_t bad = mem_.check(w.memh, d, sizeof(VIP_CONTROL_SEGMENT), vi.attrs.ptag)) return bad;
-    // One read of the field the driver may still be scribbling on: use what we read.
-    uint16_t n = __atomic_load_n(&w.desc->CS.SegCount, __ATOMIC_RELAXED);
-    *segcount = n;
-    if (n > NICFW_MAX_SEGMENTS) return VIP_STATUS_FORMAT_ERROR;
-    uint64_t len = sizeof(VIP_CONTROL_SEGMENT) + uint64_t{n} * sizeof(VIP_DESCRIPTOR_SEGMENT);
-    return mem_.check(w.memh, d, len, vi.attrs.ptag);
-}
-
-// Checks count data segments starting at segment first and resolves them to host ranges.
-uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count, Seg* out,
-                                   uint32_t* total) {
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        VIP_DATA_SEGMENT s;
-        memcpy(&s, &desc_segment(d, first + i)->Local, sizeof s);  // one snapshot of untrusted memory
-        if (s.Length == 0) {
-            out[i] = Seg{nullptr, 0};
-            continue;
-        }
-        if (uint32_t bad = mem_.check(s.Handle, s.Data.AddressBits, s.Length, vi.attrs.ptag))
-            return bad;
-        out[i] = Seg{static_cast<uint8_t*>(s.Data.Address), s.Length};
-        sum += s.Length;
-    }
-    if (sum > UINT32_MAX) return VIP_STATUS_LENGTH_ERROR;
-    *total = static_cast<uint32_t>(sum);
-    return 0;
-}
+// The steps of one transmission, each with a single caller (or a few, in this file):
+// inlined so that a message does not pay a dozen call frames (-O2 would keep them).
+#define HOT_INLINE [[gnu::always_inline]] inline
 
 // Reads and checks send descriptor w and loads it as the VI's current transmission
 // (tx_op, remote buffer, gathered segments, length). Returns 0 or the status bit of the
 // first check that failed; *op is the operation the descriptor asked for.
-uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
+HOT_INLINE uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
     uint16_t n = 0;
     *op = 0;
-    uint32_t bad = check_desc(vi, w, &n);
+    const Region* reg = nullptr;
+    uint32_t bad = check_desc(vi, w, &n, &reg);
     if (bad) return bad;
     uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
     *op = control & VIP_CONTROL_OP_MASK;
@@ -73,7 +45,7 @@ uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
     vi.tx_hflags = static_cast<uint8_t>(((control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0) |
                                         ((control & VIP_EXT_CONTROL_REPLY) ? NICFW_FF_REPLY : 0));
     vi.tx_imm = __atomic_load_n(&w.desc->CS.ImmediateData, __ATOMIC_RELAXED);
-    bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len);
+    bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len, w, reg);
     if (bad == 0 && (vi.tx_len > vi.attrs.max_transfer || vi.tx_len > vi.remote.max_transfer))
         bad = VIP_STATUS_LENGTH_ERROR;
     vi.tx_op = *op;
@@ -85,7 +57,7 @@ uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
 
 // Starts the head send descriptor as a new request. Returns false when it completed at
 // once (with an error).
-bool Engine::start_send(Vi& vi, const WorkItem& w) {
+HOT_INLINE bool Engine::start_send(Vi& vi, const WorkItem& w) {
     uint32_t op;
     uint32_t bad = load_send(vi, w, &op);
     if (bad) {
@@ -155,7 +127,7 @@ TxEntry* Engine::pending_entry(Vi& vi, uint32_t seq) {
 
 // The current request has left in full. A new one joins the pending FIFO: it completes
 // now, or when the target answers, but always after every descriptor posted before it.
-void Engine::finish_send(Vi& vi) {
+HOT_INLINE void Engine::finish_send(Vi& vi) {
     vi.tx_busy = false;
     if (vi.tx_resend) {
         vi.tx_resend = false;
@@ -221,7 +193,7 @@ void Engine::retire(Vi& vi) {
     }
 }
 
-uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr) {
+HOT_INLINE uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr) {
     // Frames queue behind control frames waiting for this peer's link.
     if (static_cast<size_t>(peer) < backlog_per_peer_.size() && backlog_per_peer_[peer]) return nullptr;
     uint8_t* f = tr_->tx_reserve(peer, static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload);
@@ -230,7 +202,7 @@ uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr
     return f + sizeof(nicfw_frame_hdr);
 }
 
-void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload) {
+HOT_INLINE void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload) {
     (void)hdr;
     uint32_t len = static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload;
     tr_->tx_commit(peer, len);
@@ -361,7 +333,7 @@ bool Engine::flush_acks(bool now) {
     return did;
 }
 
-void Engine::count_tx(Vi& vi, uint32_t bytes) {
+HOT_INLINE void Engine::count_tx(Vi& vi, uint32_t bytes) {
     vi.st->c.tx_frames++;
     vi.st->c.tx_bytes += bytes;
 }
@@ -394,7 +366,7 @@ bool Engine::serve_reads(Vi& vi) {
 // Picks what vi transmits next: a resend (go-back-N) first, then the head of the send
 // queue. False when there is nothing to send now; *blocked when that is because of the
 // window or a fence.
-bool Engine::next_transmission(Vi& vi, bool* blocked) {
+HOT_INLINE bool Engine::next_transmission(Vi& vi, bool* blocked) {
     if (vi.rtx_next != vi.rtx_end && start_resend(vi)) return true;
     while (!vi.sq.empty() && vi.state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
         if (vi.rel_proto && vi.pending.size() >= kTxWindow) {
@@ -414,7 +386,7 @@ bool Engine::next_transmission(Vi& vi, bool* blocked) {
 
 // Sends the frames of the current request that are still to go. False if the link filled
 // (the rest goes on a later step).
-bool Engine::emit_frames(Vi& vi) {
+HOT_INLINE bool Engine::emit_frames(Vi& vi) {
     const bool rdma = vi.tx_op != VIP_CONTROL_OP_SENDRECV;
     const uint32_t ext = rdma ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
     const nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};
@@ -446,20 +418,23 @@ bool Engine::emit_frames(Vi& vi) {
             memcpy(p, &x, sizeof x);
             p += ext;
         }
-        // Gather: copy segments straight into the frame.
-        uint32_t done = 0;
-        while (done < frag) {
-            Seg& s = vi.tx_segs[vi.tx_seg];
-            uint32_t take = std::min(frag - done, s.len - vi.tx_seg_off);
-            if (take) memcpy(p + done, s.ptr + vi.tx_seg_off, take);  // zero-length: no pointer
+        // Gather: copy segments straight into the frame (the position in locals: memcpy
+        // would make the compiler reload and store the VI's fields around every call).
+        uint32_t seg = vi.tx_seg, seg_off = vi.tx_seg_off;
+        for (uint32_t done = 0; done < frag;) {
+            const Seg s = vi.tx_segs[seg];
+            uint32_t take = std::min(frag - done, s.len - seg_off);
+            if (take) memcpy(p + done, s.ptr + seg_off, take);  // zero-length: no pointer
             done += take;
-            vi.tx_seg_off += take;
-            if (vi.tx_seg_off == s.len) {
-                vi.tx_seg++;
-                vi.tx_seg_off = 0;
+            seg_off += take;
+            if (seg_off == s.len) {
+                seg++;
+                seg_off = 0;
             }
         }
-        while (vi.tx_seg < vi.tx_nsegs && vi.tx_segs[vi.tx_seg].len == 0) vi.tx_seg++;
+        while (seg < vi.tx_nsegs && vi.tx_segs[seg].len == 0) seg++;
+        vi.tx_seg = seg;
+        vi.tx_seg_off = seg_off;
         // The header goes to the slot in one copy from a local: the slot's line is the one
         // the receiver last read, so no field is written (or read back) there one by one.
         nicfw_frame_hdr hd;
@@ -488,7 +463,7 @@ bool Engine::emit_frames(Vi& vi) {
 
 // Transmits as much of vi's work as the link takes. *blocked: the link is full (or the
 // window, or a fenced descriptor waiting for earlier RDMA reads).
-void Engine::transmit_vi(Vi& vi, bool* blocked) {
+HOT_INLINE void Engine::transmit_vi(Vi& vi, bool* blocked) {
     *blocked = false;
     if (!vi.serve.empty() && !serve_reads(vi)) {
         *blocked = true;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "nicfw/engine.h"
+#include "desc_check.h"
 
 namespace softvia::nicfw {
 
@@ -115,12 +116,13 @@ bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     WorkItem& w = rq.front();
     vi.rx_has_desc = true;
     uint16_t n = 0;
-    uint32_t bad = check_desc(vi, w, &n);
+    const Region* reg = nullptr;
+    uint32_t bad = check_desc(vi, w, &n, &reg);
     if (bad == 0) {
         uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
         if (control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY) bad = VIP_STATUS_FORMAT_ERROR;
     }
-    if (bad == 0) bad = validate_segments(vi, w.desc, 0, n, vi.rx_segs, &vi.rx_cap);
+    if (bad == 0) bad = validate_segments(vi, w.desc, 0, n, vi.rx_segs, &vi.rx_cap, w, reg);
     if (bad == 0 && h.msg_len > vi.rx_cap) bad = VIP_STATUS_LENGTH_ERROR;
     vi.rx_nsegs = n;
     if (bad) {

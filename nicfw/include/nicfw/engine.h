@@ -110,7 +110,7 @@ public:
 
 private:
     static constexpr uint32_t kInitial = 64;
-    void grow() {
+    __attribute__((noinline)) void grow() {  // rare: keeps push() small enough to inline
         std::vector<WorkItem> bigger(ring_.size() * 2);
         for (uint32_t i = head_; i != tail_; i++) bigger[i & (bigger.size() - 1)] = ring_[i & mask_];
         ring_.swap(bigger);
@@ -456,7 +456,7 @@ public:
     }
 
     void set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*));
-    Vi* vi_by_index(uint32_t idx);
+    Vi* vi_by_index(uint32_t idx) { return idx < vis_.size() ? vis_[idx].get() : nullptr; }
 
     // Feeds one frame to the receive path as if it came from transport peer `peer` (a
     // peer index this NIC knows). For fuzzing and tests; takes the engine lock.
@@ -489,9 +489,10 @@ private:
     bool serve_reads(Vi& vi);
     void retire(Vi& vi);
     uint32_t check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host);
+    // reg: the region check_desc found for the descriptor (segments in it skip a lookup).
     uint32_t validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count, Seg* out,
-                               uint32_t* total);
-    uint32_t check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount);
+                               uint32_t* total, const WorkItem& w, const Region* reg);
+    uint32_t check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount, const Region** reg = nullptr);
     uint8_t* frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr);
     // A header for a frame from vi to its peer VI: type set, every other field zero.
     static nicfw_frame_hdr frame_to(const Vi& vi, uint8_t type) {

@@ -1,5 +1,6 @@
 // engine.cc -- NIC creation, control path, doorbell service and the main loop.
 #include "nicfw/engine.h"
+#include "datapath.h"
 
 #include <linux/futex.h>
 #include <sched.h>

@@ -7,13 +7,9 @@
 #include <cstring>
 
 #include "nicfw/engine.h"
-#include "desc_check.h"
+#include "datapath.h"
 
 namespace softvia::nicfw {
-
-// The steps of one transmission, each with a single caller (or a few, in this file):
-// inlined so that a message does not pay a dozen call frames (-O2 would keep them).
-#define HOT_INLINE [[gnu::always_inline]] inline
 
 // Reads and checks send descriptor w and loads it as the VI's current transmission
 // (tx_op, remote buffer, gathered segments, length). Returns 0 or the status bit of the

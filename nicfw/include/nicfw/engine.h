@@ -564,7 +564,7 @@ private:
     void out_of_order(Vi& vi, const nicfw_frame_hdr& h);
 
     // completer
-    void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
+    [[gnu::always_inline]] void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
         complete_on(vi, recv ? NICFW_RECVQ : NICFW_SENDQ, d, status, len);
     }
     void complete_on(Vi& vi, uint32_t queue, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len);

@@ -5,7 +5,7 @@
 // frames and transmits send descriptors; the responder (responder.cc) matches incoming
 // frames to receive descriptors and scatters them; the connection manager
 // (connection.cc) runs the connect/accept/peer/disconnect protocol; completions write
-// descriptor status and CQ entries (completer.cc).
+// descriptor status and CQ entries (completer.cc; the per-message part in datapath.h).
 //
 // Threading: every device field is touched only under the engine lock, held either by
 // the firmware thread (progress=thread) or by whichever application call steps the
@@ -432,10 +432,19 @@ public:
 
     // ---- data path ----
     // Rings a doorbell. Never fails: while the queue is full it makes room (inline) or
-    // waits for the firmware thread.
-    void ring(const nicfw_doorbell& db);
+    // waits for the firmware thread. Inline: the driver rings once per post.
+    void ring(const nicfw_doorbell& db) {
+        if (!try_ring(db)) ring_full(db);
+    }
     // Inline progress: steps the engine once if no one else is. True if it did work.
-    bool progress();
+    bool progress() {
+        if (cfg_.progress == Progress::kThread) return false;
+        if (!lock_.try_lock()) return false;
+        bool did = step_locked();
+        lock_.unlock();
+        if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
+        return did;
+    }
     // Inline progress: sends the ACKs that wait for a reply to carry them (the process is
     // about to exit without another call; vipl runs this at exit).
     void flush_owed_acks();
@@ -464,6 +473,17 @@ public:
 
 private:
     Engine() = default;
+    bool try_ring(const nicfw_doorbell& db) {
+        std::lock_guard<SpinLock> g(db_lock_);
+        uint64_t tail = db_tail_.load(std::memory_order_relaxed);
+        // Acquire pairs with the firmware's release of db_head_: the slot is free.
+        if (tail - db_head_.load(std::memory_order_acquire) >= NICFW_DOORBELL_ENTRIES) return false;
+        db_ring_[tail & (NICFW_DOORBELL_ENTRIES - 1)] = db;
+        // Release: the firmware that sees the new tail sees the entry.
+        db_tail_.store(tail + 1, std::memory_order_release);
+        return true;
+    }
+    void ring_full(const nicfw_doorbell& db);
     bool step_locked();
     void deliver_errors();
     void firmware_thread();

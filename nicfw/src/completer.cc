@@ -2,48 +2,9 @@
 #include <cstring>
 
 #include "nicfw/engine.h"
+#include "datapath.h"
 
 namespace softvia::nicfw {
-
-void Engine::complete_on(Vi& vi, uint32_t queue, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
-    const bool recv = queue != NICFW_SENDQ;
-    d->CS.Length = len;
-    // status may name its operation (RDMA); otherwise the queue does.
-    uint32_t op = (status & VIP_STATUS_OP_MASK) ? 0 : (recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND);
-    uint32_t st = status | VIP_STATUS_DONE | op;
-    // Release: the driver that sees DONE (acquire load in VipSendDone/VipRecvDone) sees
-    // Length, ImmediateData and the scattered data.
-    __atomic_store_n(&d->CS.Status, st, __ATOMIC_RELEASE);
-    if (status & VIP_STATUS_ERROR_MASK) {
-        vi.st->c.errors++;
-        status_->nic.errors++;
-    }
-    if (recv) {
-        vi.st->c.recvs_done++;
-        status_->nic.recvs_done++;
-    } else {
-        vi.st->c.sends_done++;
-        status_->nic.sends_done++;
-    }
-    Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_reply;
-    if (cq) cq_push(cq, vi, queue);
-}
-
-void Engine::cq_push(Cq* cq, Vi& vi, uint32_t queue) {
-    uint64_t prod = cq->prod.load(std::memory_order_relaxed);
-    // Acquire pairs with the driver's release of cons: the entry slot is free again.
-    uint64_t cons = cq->cons.load(std::memory_order_acquire);
-    if (prod - cons >= cq->entries.size()) {
-        // Overflow: the descriptor is still complete (Done finds it); the CQ entry is
-        // lost and the consumer is told asynchronously.
-        cq->overflows++;
-        raise(&vi, cq, nullptr, VIP_RESOURCE_CQ, VIP_ERROR_CATASTROPHIC);
-        return;
-    }
-    cq->entries[prod % cq->entries.size()] = nicfw_cqe{reinterpret_cast<uint64_t>(vi.user), NICFW_VI_INDEX(vi.id), queue};
-    // Release: the driver that sees prod sees the entry.
-    cq->prod.store(prod + 1, std::memory_order_release);
-}
 
 // Moves vi to new_state and completes every outstanding descriptor with the flushed
 // status (VIA: a VI in the error state, or a disconnected one, flushes its queues).

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "nicfw/engine.h"
+#include "datapath.h"
 
 namespace softvia::nicfw {
 

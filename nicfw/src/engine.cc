@@ -1,5 +1,6 @@
 // engine.cc -- NIC creation, control path, doorbell service and the main loop.
 #include "nicfw/engine.h"
+#include "datapath.h"
 
 #include <linux/futex.h>
 #include <sched.h>
@@ -282,8 +283,6 @@ uint32_t Engine::vi_count() {
     return vi_live_;
 }
 
-Vi* Engine::vi_by_index(uint32_t idx) { return idx < vis_.size() ? vis_[idx].get() : nullptr; }
-
 void Engine::set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*)) {
     CtlGuard g(lock_, ctl_waiters_);
     std::lock_guard<SpinLock> e(err_lock_);
@@ -292,22 +291,11 @@ void Engine::set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR
 }
 
 // ---------------------------------------------------------------- doorbells
-void Engine::ring(const nicfw_doorbell& db) {
-    for (;;) {
-        {
-            std::lock_guard<SpinLock> g(db_lock_);
-            uint64_t tail = db_tail_.load(std::memory_order_relaxed);
-            // Acquire pairs with the firmware's release of db_head_: the slot is free.
-            if (tail - db_head_.load(std::memory_order_acquire) < NICFW_DOORBELL_ENTRIES) {
-                db_ring_[tail & (NICFW_DOORBELL_ENTRIES - 1)] = db;
-                // Release: the firmware that sees the new tail sees the entry.
-                db_tail_.store(tail + 1, std::memory_order_release);
-                return;
-            }
-        }
-        // Full: make room ourselves (inline) or let the firmware thread drain it.
+void Engine::ring_full(const nicfw_doorbell& db) {
+    // Full: make room ourselves (inline) or let the firmware thread drain it.
+    do {
         if (!progress()) sched_yield();
-    }
+    } while (!try_ring(db));
 }
 
 bool Engine::service_doorbells() {
@@ -390,14 +378,6 @@ bool Engine::step_locked() {
     return did;
 }
 
-bool Engine::progress() {
-    if (cfg_.progress == Progress::kThread) return false;
-    if (!lock_.try_lock()) return false;
-    bool did = step_locked();
-    lock_.unlock();
-    if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
-    return did;
-}
 
 // Sends owed ACKs outside a step, unless someone is stepping (and so sends them).
 void Engine::send_acks_if_idle(bool now) {

@@ -7,50 +7,18 @@
 #include <cstring>
 
 #include "nicfw/engine.h"
+#include "datapath.h"
 
 namespace softvia::nicfw {
-
-// The descriptor itself (control segment plus segcount segments) must lie in the region
-// its memory handle names, with the VI's protection tag. Returns a status bit or 0.
-uint32_t Engine::check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount) {
-    uint64_t d = reinterpret_cast<uint64_t>(w.desc);
-    if (uint32_t bad = mem_.check(w.memh, d, sizeof(VIP_CONTROL_SEGMENT), vi.attrs.ptag)) return bad;
-    // One read of the field the driver may still be scribbling on: use what we read.
-    uint16_t n = __atomic_load_n(&w.desc->CS.SegCount, __ATOMIC_RELAXED);
-    *segcount = n;
-    if (n > NICFW_MAX_SEGMENTS) return VIP_STATUS_FORMAT_ERROR;
-    uint64_t len = sizeof(VIP_CONTROL_SEGMENT) + uint64_t{n} * sizeof(VIP_DESCRIPTOR_SEGMENT);
-    return mem_.check(w.memh, d, len, vi.attrs.ptag);
-}
-
-// Checks count data segments starting at segment first and resolves them to host ranges.
-uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count, Seg* out,
-                                   uint32_t* total) {
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        VIP_DATA_SEGMENT s;
-        memcpy(&s, &desc_segment(d, first + i)->Local, sizeof s);  // one snapshot of untrusted memory
-        if (s.Length == 0) {
-            out[i] = Seg{nullptr, 0};
-            continue;
-        }
-        if (uint32_t bad = mem_.check(s.Handle, s.Data.AddressBits, s.Length, vi.attrs.ptag))
-            return bad;
-        out[i] = Seg{static_cast<uint8_t*>(s.Data.Address), s.Length};
-        sum += s.Length;
-    }
-    if (sum > UINT32_MAX) return VIP_STATUS_LENGTH_ERROR;
-    *total = static_cast<uint32_t>(sum);
-    return 0;
-}
 
 // Reads and checks send descriptor w and loads it as the VI's current transmission
 // (tx_op, remote buffer, gathered segments, length). Returns 0 or the status bit of the
 // first check that failed; *op is the operation the descriptor asked for.
-uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
+HOT_INLINE uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
     uint16_t n = 0;
     *op = 0;
-    uint32_t bad = check_desc(vi, w, &n);
+    const Region* reg = nullptr;
+    uint32_t bad = check_desc(vi, w, &n, &reg);
     if (bad) return bad;
     uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
     *op = control & VIP_CONTROL_OP_MASK;
@@ -69,7 +37,11 @@ uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
         vi.tx_rmemh = a.Handle;
         first = 1;
     }
-    bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len);
+    // What every frame's header takes from the descriptor, read once here.
+    vi.tx_hflags = static_cast<uint8_t>(((control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0) |
+                                        ((control & VIP_EXT_CONTROL_REPLY) ? NICFW_FF_REPLY : 0));
+    vi.tx_imm = __atomic_load_n(&w.desc->CS.ImmediateData, __ATOMIC_RELAXED);
+    bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len, w, reg);
     if (bad == 0 && (vi.tx_len > vi.attrs.max_transfer || vi.tx_len > vi.remote.max_transfer))
         bad = VIP_STATUS_LENGTH_ERROR;
     vi.tx_op = *op;
@@ -81,12 +53,12 @@ uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
 
 // Starts the head send descriptor as a new request. Returns false when it completed at
 // once (with an error).
-bool Engine::start_send(Vi& vi, const WorkItem& w) {
+HOT_INLINE bool Engine::start_send(Vi& vi, const WorkItem& w) {
     uint32_t op;
     uint32_t bad = load_send(vi, w, &op);
     if (bad) {
         vi.sq.pop();
-        TxEntry e;
+        TxEntry& e = vi.pending.push();
         e.kind = TxEntry::kLocal;
         e.done = true;
         e.desc = w.desc;
@@ -97,7 +69,6 @@ bool Engine::start_send(Vi& vi, const WorkItem& w) {
         e.op = op == VIP_CONTROL_OP_RDMAWRITE  ? VIP_STATUS_OP_RDMA_WRITE
                : op == VIP_CONTROL_OP_RDMAREAD ? VIP_STATUS_OP_RDMA_READ
                                                : VIP_STATUS_OP_SEND;
-        vi.pending.push_back(std::move(e));
         retire(vi);
         // VIA: on a reliable VI a descriptor error breaks the connection.
         if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE)
@@ -152,51 +123,60 @@ TxEntry* Engine::pending_entry(Vi& vi, uint32_t seq) {
 
 // The current request has left in full. A new one joins the pending FIFO: it completes
 // now, or when the target answers, but always after every descriptor posted before it.
-void Engine::finish_send(Vi& vi) {
+HOT_INLINE void Engine::finish_send(Vi& vi) {
     vi.tx_busy = false;
     if (vi.tx_resend) {
         vi.tx_resend = false;
         return;
     }
-    TxEntry e;
-    e.kind = TxEntry::kLocal;
-    e.desc = vi.tx_w.desc;
-    e.memh = vi.tx_w.memh;
-    e.len = vi.tx_len;
-    e.seq = vi.tx_seq;
     const bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
+    TxEntry::Kind kind;
+    uint32_t op;
     switch (vi.tx_op) {
         case VIP_CONTROL_OP_RDMAWRITE:
-            e.op = VIP_STATUS_OP_RDMA_WRITE;
+            op = VIP_STATUS_OP_RDMA_WRITE;
             // Reliable VIs learn the target's verdict on the remote buffer (ACK or NAK).
-            e.kind = reliable ? TxEntry::kAcked : TxEntry::kLocal;
+            kind = reliable ? TxEntry::kAcked : TxEntry::kLocal;
             break;
         case VIP_CONTROL_OP_RDMAREAD:
-            e.op = VIP_STATUS_OP_RDMA_READ;
-            e.kind = TxEntry::kRead;
-            e.segs.assign(vi.tx_segs, vi.tx_segs + vi.tx_nsegs);
-            vi.reads_out++;
+            op = VIP_STATUS_OP_RDMA_READ;
+            kind = TxEntry::kRead;
             break;
         default:
-            e.op = VIP_STATUS_OP_SEND;
+            op = VIP_STATUS_OP_SEND;
             // Unreliable, and reliable delivery on a lossless wire: done once the remote NIC
             // has it (the shm lane is the remote NIC's receive queue). Reliable reception,
             // and any reliable level on a lossy wire: when the target acknowledges it.
-            e.kind = vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION || vi.rel_proto ? TxEntry::kAcked
-                                                                                          : TxEntry::kLocal;
+            kind = vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION || vi.rel_proto ? TxEntry::kAcked
+                                                                                        : TxEntry::kLocal;
             break;
     }
-    e.done = e.kind == TxEntry::kLocal;
-    vi.tx_seq++;
+    const uint32_t seq = vi.tx_seq++;
     vi.sq.pop();
+    // Done already and nothing posted before it is outstanding: it completes now, as
+    // retire() would, without a trip through the FIFO (the common case on a lossless wire).
+    if (kind == TxEntry::kLocal && vi.pending.empty() && !vi.rel_proto) {
+        complete(vi, false, vi.tx_w.desc, op, vi.tx_len);
+        return;
+    }
+    TxEntry& e = vi.pending.push();
+    e.kind = kind;
+    e.done = kind == TxEntry::kLocal;
+    e.desc = vi.tx_w.desc;
+    e.memh = vi.tx_w.memh;
+    e.len = vi.tx_len;
+    e.seq = seq;
+    e.op = op;
+    if (kind == TxEntry::kRead) {
+        e.segs.assign(vi.tx_segs, vi.tx_segs + vi.tx_nsegs);
+        vi.reads_out++;
+    }
     if (vi.rel_proto) {
         e.sent_ns = rtx_clock();
         // A request soon after our last ACK frame could have carried it: hold the next.
         if (e.sent_ns - vi.ack_frame_ns < kAckHoldNs) vi.ack_hold = true;
+        if (vi.rto_at == 0) arm_rtx(vi, e.sent_ns);
     }
-    const uint64_t sent = e.sent_ns;
-    vi.pending.push_back(std::move(e));
-    if (vi.rel_proto && vi.rto_at == 0) arm_rtx(vi, sent);
     retire(vi);
 }
 
@@ -205,11 +185,11 @@ void Engine::retire(Vi& vi) {
     while (!vi.pending.empty() && vi.pending.front().done) {
         TxEntry& e = vi.pending.front();
         complete(vi, false, e.desc, e.status | e.op, (e.status & VIP_STATUS_ERROR_MASK) ? 0 : e.len);
-        vi.pending.pop_front();
+        vi.pending.pop();
     }
 }
 
-uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr) {
+HOT_INLINE uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr) {
     // Frames queue behind control frames waiting for this peer's link.
     if (static_cast<size_t>(peer) < backlog_per_peer_.size() && backlog_per_peer_[peer]) return nullptr;
     uint8_t* f = tr_->tx_reserve(peer, static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload);
@@ -218,7 +198,7 @@ uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr
     return f + sizeof(nicfw_frame_hdr);
 }
 
-void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload) {
+HOT_INLINE void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload) {
     (void)hdr;
     uint32_t len = static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload;
     tr_->tx_commit(peer, len);
@@ -349,7 +329,7 @@ bool Engine::flush_acks(bool now) {
     return did;
 }
 
-void Engine::count_tx(Vi& vi, uint32_t bytes) {
+HOT_INLINE void Engine::count_tx(Vi& vi, uint32_t bytes) {
     vi.st->c.tx_frames++;
     vi.st->c.tx_bytes += bytes;
 }
@@ -382,7 +362,7 @@ bool Engine::serve_reads(Vi& vi) {
 // Picks what vi transmits next: a resend (go-back-N) first, then the head of the send
 // queue. False when there is nothing to send now; *blocked when that is because of the
 // window or a fence.
-bool Engine::next_transmission(Vi& vi, bool* blocked) {
+HOT_INLINE bool Engine::next_transmission(Vi& vi, bool* blocked) {
     if (vi.rtx_next != vi.rtx_end && start_resend(vi)) return true;
     while (!vi.sq.empty() && vi.state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
         if (vi.rel_proto && vi.pending.size() >= kTxWindow) {
@@ -402,7 +382,7 @@ bool Engine::next_transmission(Vi& vi, bool* blocked) {
 
 // Sends the frames of the current request that are still to go. False if the link filled
 // (the rest goes on a later step).
-bool Engine::emit_frames(Vi& vi) {
+HOT_INLINE bool Engine::emit_frames(Vi& vi) {
     const bool rdma = vi.tx_op != VIP_CONTROL_OP_SENDRECV;
     const uint32_t ext = rdma ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
     const nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};
@@ -418,7 +398,6 @@ bool Engine::emit_frames(Vi& vi) {
         count_tx(vi, 0);
         return true;
     }
-    VIP_DESCRIPTOR* d = vi.tx_w.desc;
     // Frames: at least one (a zero-length send still carries immediate data).
     do {
         uint32_t frag = std::min(vi.tx_len - vi.tx_off, mtu_ - ext);
@@ -435,39 +414,42 @@ bool Engine::emit_frames(Vi& vi) {
             memcpy(p, &x, sizeof x);
             p += ext;
         }
-        // Gather: copy segments straight into the frame.
-        uint32_t done = 0;
-        while (done < frag) {
-            Seg& s = vi.tx_segs[vi.tx_seg];
-            uint32_t take = std::min(frag - done, s.len - vi.tx_seg_off);
-            if (take) memcpy(p + done, s.ptr + vi.tx_seg_off, take);  // zero-length: no pointer
+        // Gather: copy segments straight into the frame (the position in locals: memcpy
+        // would make the compiler reload and store the VI's fields around every call).
+        uint32_t seg = vi.tx_seg, seg_off = vi.tx_seg_off;
+        for (uint32_t done = 0; done < frag;) {
+            const Seg s = vi.tx_segs[seg];
+            uint32_t take = std::min(frag - done, s.len - seg_off);
+            if (take) memcpy(p + done, s.ptr + seg_off, take);  // zero-length: no pointer
             done += take;
-            vi.tx_seg_off += take;
-            if (vi.tx_seg_off == s.len) {
-                vi.tx_seg++;
-                vi.tx_seg_off = 0;
+            seg_off += take;
+            if (seg_off == s.len) {
+                seg++;
+                seg_off = 0;
             }
         }
-        while (vi.tx_seg < vi.tx_nsegs && vi.tx_segs[vi.tx_seg].len == 0) vi.tx_seg++;
-        uint16_t control = d->CS.Control;
-        h->type = rdma ? NICFW_F_RDMA_WRITE : NICFW_F_DATA;
-        h->version = NICFW_ABI_VERSION;
-        h->flags = (control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0;
-        if (control & VIP_EXT_CONTROL_REPLY) h->flags |= NICFW_FF_REPLY;
-        if (last) h->flags |= NICFW_FF_LAST;
+        while (seg < vi.tx_nsegs && vi.tx_segs[seg].len == 0) seg++;
+        vi.tx_seg = seg;
+        vi.tx_seg_off = seg_off;
+        // The header goes to the slot in one copy from a local: the slot's line is the one
+        // the receiver last read, so no field is written (or read back) there one by one.
+        nicfw_frame_hdr hd;
+        hd.type = rdma ? NICFW_F_RDMA_WRITE : NICFW_F_DATA;
+        hd.version = NICFW_ABI_VERSION;
+        hd.flags = static_cast<uint8_t>(vi.tx_hflags | (last ? NICFW_FF_LAST : 0) | (piggy ? NICFW_FF_ACKED : 0));
+        hd.reserved = 0;
+        hd.dst_vi = vi.remote_vi;
+        hd.src_vi = vi.id;
+        hd.msg_len = vi.tx_len;
+        hd.offset = vi.tx_off;
+        hd.frag_len = frag;
+        hd.imm = vi.tx_imm;
+        hd.seq = vi.tx_cur_seq;
+        memcpy(h, &hd, sizeof hd);
         if (piggy) {
-            h->flags |= NICFW_FF_ACKED;
             memcpy(p + frag, &vi.rx_seq, sizeof(uint32_t));
             vi.acks_owed = 0;  // flush_acks drops the VI from its list
         }
-        h->reserved = 0;
-        h->dst_vi = vi.remote_vi;
-        h->src_vi = vi.id;
-        h->msg_len = vi.tx_len;
-        h->offset = vi.tx_off;
-        h->frag_len = frag;
-        h->imm = d->CS.ImmediateData;
-        h->seq = vi.tx_cur_seq;
         frame_commit(vi.peer, h, ext + frag + tail);
         count_tx(vi, frag);
         vi.tx_off += frag;
@@ -477,7 +459,7 @@ bool Engine::emit_frames(Vi& vi) {
 
 // Transmits as much of vi's work as the link takes. *blocked: the link is full (or the
 // window, or a fenced descriptor waiting for earlier RDMA reads).
-void Engine::transmit_vi(Vi& vi, bool* blocked) {
+HOT_INLINE void Engine::transmit_vi(Vi& vi, bool* blocked) {
     *blocked = false;
     if (!vi.serve.empty() && !serve_reads(vi)) {
         *blocked = true;
@@ -494,6 +476,8 @@ void Engine::transmit_vi(Vi& vi, bool* blocked) {
             return;
         }
         finish_send(vi);
+        // Nothing more to send (the usual case): return without another look for it.
+        if (vi.sq.empty() && vi.rtx_next == vi.rtx_end) return;
     }
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "nicfw/engine.h"
+#include "datapath.h"
 
 namespace softvia::nicfw {
 
@@ -49,7 +50,7 @@ void Engine::handle_frame(const RxFrame& f) {
 }
 
 // The VI a frame is addressed to, if it exists and is connected to the frame's sender.
-static Vi* connected_target(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
+HOT_INLINE static Vi* connected_target(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vi = e.vi_by_index(NICFW_VI_INDEX(h.dst_vi));
     if (!vi || vi->id != h.dst_vi) return nullptr;
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return nullptr;
@@ -88,7 +89,7 @@ uint32_t Engine::check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len
 
 // First fragment of a send: take the head receive descriptor and check it.
 // Returns false if the message is to be discarded (vi.rx_discard set accordingly).
-bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
+HOT_INLINE bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     vi.rx_busy = true;
     vi.rx_discard = false;
     vi.rx_has_desc = false;
@@ -115,12 +116,13 @@ bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     WorkItem& w = rq.front();
     vi.rx_has_desc = true;
     uint16_t n = 0;
-    uint32_t bad = check_desc(vi, w, &n);
+    const Region* reg = nullptr;
+    uint32_t bad = check_desc(vi, w, &n, &reg);
     if (bad == 0) {
         uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
         if (control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY) bad = VIP_STATUS_FORMAT_ERROR;
     }
-    if (bad == 0) bad = validate_segments(vi, w.desc, 0, n, vi.rx_segs, &vi.rx_cap);
+    if (bad == 0) bad = validate_segments(vi, w.desc, 0, n, vi.rx_segs, &vi.rx_cap, w, reg);
     if (bad == 0 && h.msg_len > vi.rx_cap) bad = VIP_STATUS_LENGTH_ERROR;
     vi.rx_nsegs = n;
     if (bad) {
@@ -142,7 +144,7 @@ void Engine::begin_write(Vi& vi, const nicfw_frame_hdr& h, const nicfw_rdma_ext&
 }
 
 // Copies a fragment to message offset off of the current receive descriptor.
-static void scatter(const Seg* segs, uint32_t nsegs, uint32_t off, const uint8_t* src, uint32_t len) {
+HOT_INLINE static void scatter(const Seg* segs, uint32_t nsegs, uint32_t off, const uint8_t* src, uint32_t len) {
     uint32_t i = 0;
     while (i < nsegs && off >= segs[i].len) off -= segs[i++].len;
     while (len && i < nsegs) {
@@ -180,7 +182,7 @@ void Engine::finish_refusal(Vi& vi) {
 
 // Ends the message in progress: completes its receive descriptor (if one was taken)
 // with status, and acknowledges it where the initiator waits for that.
-void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last) {
+HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last) {
     vi.rx_busy = false;
     vi.rx_seq = vi.rx_msg_seq + 1;
     vi.rx_gap_frames = 0;
@@ -262,7 +264,7 @@ void Engine::out_of_order(Vi& vi, const nicfw_frame_hdr& h) {
 }
 
 // DATA and RDMA_WRITE fragments.
-void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
+HOT_INLINE void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
     const bool write = h.type == NICFW_F_RDMA_WRITE;
     const uint32_t ext = write ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
     // Field ranges: the fragment must fit the frame and the message.

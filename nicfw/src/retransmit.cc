@@ -16,6 +16,7 @@
 #endif
 
 #include "nicfw/engine.h"
+#include "datapath.h"
 
 namespace softvia::nicfw {
 

@@ -43,7 +43,7 @@ VIP_RETURN take(vip_cq* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
     if (d->prod.load(std::memory_order_relaxed) == d->cons.load(std::memory_order_relaxed)) return VIP_NOT_DONE;
     std::lock_guard<SpinLock> g(cq->lock);
     uint64_t cons = d->cons.load(std::memory_order_relaxed);
-    // Acquire pairs with the firmware's release of prod (completer.cc).
+    // Acquire pairs with the firmware's release of prod (nicfw/src/datapath.h, cq_push).
     if (d->prod.load(std::memory_order_acquire) == cons) return VIP_NOT_DONE;
     const nicfw_cqe e = d->entries[cons % d->entries.size()];
     // Release: the firmware that sees cons may overwrite the entry we just read.

@@ -54,7 +54,7 @@ VIP_RETURN take_done(DriverQueue& q, VIP_DESCRIPTOR** out) {
     std::lock_guard<SpinLock> g(q.lock);
     if (q.head == q.tail) return VIP_NOT_DONE;
     VIP_DESCRIPTOR* d = q.ring[q.head & q.mask];
-    // Acquire pairs with the firmware's release store of Status (completer.cc).
+    // Acquire pairs with the firmware's release store of Status (nicfw/src/datapath.h, complete_on).
     if (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) return VIP_NOT_DONE;
     q.head++;
     *out = d;

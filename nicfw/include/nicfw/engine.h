@@ -5,7 +5,7 @@
 // frames and transmits send descriptors; the responder (responder.cc) matches incoming
 // frames to receive descriptors and scatters them; the connection manager
 // (connection.cc) runs the connect/accept/peer/disconnect protocol; completions write
-// descriptor status and CQ entries (completer.cc).
+// descriptor status and CQ entries (completer.cc; the per-message part in datapath.h).
 //
 // Threading: every device field is touched only under the engine lock, held either by
 // the firmware thread (progress=thread) or by whichever application call steps the
@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -109,7 +110,7 @@ public:
 
 private:
     static constexpr uint32_t kInitial = 64;
-    void grow() {
+    __attribute__((noinline)) void grow() {  // rare: keeps push() small enough to inline
         std::vector<WorkItem> bigger(ring_.size() * 2);
         for (uint32_t i = head_; i != tail_; i++) bigger[i & (bigger.size() - 1)] = ring_[i & mask_];
         ring_.swap(bigger);
@@ -180,6 +181,73 @@ struct TxEntry {
     uint64_t sent_ns = 0; // rel_proto: when it was first sent
     uint32_t got = 0;     // kRead: bytes placed so far
     std::vector<Seg> segs;  // kRead: where the data goes (checked at post)
+
+    // Back to a fresh entry; segs keeps its storage for the next read in this slot.
+    void reset() {
+        kind = kLocal;
+        done = false;
+        desc = nullptr;
+        memh = status = len = op = seq = got = 0;
+        resent = false;
+        sent_ns = 0;
+        segs.clear();
+    }
+};
+
+// The pending FIFO of a VI: a ring of entries reused in place (no allocation per
+// request), doubling when full. It holds at most the VI's posted send descriptors, so it
+// stops growing at the send queue's depth; it starts empty, so idle VIs cost nothing.
+class TxRing {
+public:
+    bool empty() const { return head_ == tail_; }
+    uint32_t size() const { return tail_ - head_; }
+    TxEntry& front() { return ring_[head_ & mask_]; }
+    TxEntry& operator[](uint32_t i) { return ring_[(head_ + i) & mask_]; }
+    // A reset entry at the back.
+    TxEntry& push() {
+        if (tail_ - head_ == ring_.size()) grow();
+        TxEntry& e = ring_[tail_++ & mask_];
+        e.reset();
+        return e;
+    }
+    void pop() { head_++; }
+
+    // Oldest first, for range-for and std::find_if.
+    class iterator {
+    public:
+        using iterator_category = std::forward_iterator_tag;
+        using value_type = TxEntry;
+        using difference_type = std::ptrdiff_t;
+        using pointer = TxEntry*;
+        using reference = TxEntry&;
+        iterator(TxRing* r, uint32_t i) : r_(r), i_(i) {}
+        TxEntry& operator*() const { return r_->ring_[i_ & r_->mask_]; }
+        TxEntry* operator->() const { return &**this; }
+        iterator& operator++() {
+            i_++;
+            return *this;
+        }
+        bool operator==(const iterator& o) const { return i_ == o.i_; }
+        bool operator!=(const iterator& o) const { return i_ != o.i_; }
+
+    private:
+        TxRing* r_;
+        uint32_t i_;
+    };
+    iterator begin() { return iterator(this, head_); }
+    iterator end() { return iterator(this, tail_); }
+
+private:
+    static constexpr uint32_t kInitial = 16;
+    void grow() {
+        std::vector<TxEntry> bigger(ring_.empty() ? kInitial : ring_.size() * 2);
+        const uint32_t m = static_cast<uint32_t>(bigger.size() - 1);
+        for (uint32_t i = head_; i != tail_; i++) bigger[i & m] = std::move(ring_[i & mask_]);
+        ring_.swap(bigger);
+        mask_ = m;
+    }
+    std::vector<TxEntry> ring_;
+    uint32_t mask_ = 0, head_ = 0, tail_ = 0;
 };
 
 // An RDMA read this NIC serves as the target.
@@ -214,7 +282,7 @@ struct Vi {
     WorkQueue rq_reply;        // steering: receive queue for reply-class messages
     bool steering = false;
     Cq* rcq_reply = nullptr;
-    std::deque<TxEntry> pending;  // transmitted, completing in post order
+    TxRing pending;               // transmitted, completing in post order
     uint32_t reads_out = 0;       // RDMA reads issued and not finished (QFENCE waits on them)
     std::deque<ReadService> serve;  // RDMA reads we answer, oldest first
     // A refused request waits for the reads accepted before it to be served; then the
@@ -230,6 +298,8 @@ struct Vi {
     uint32_t tx_len = 0, tx_off = 0, tx_nsegs = 0, tx_seg = 0, tx_seg_off = 0;
     uint64_t tx_raddr = 0;  // RDMA: remote buffer
     uint32_t tx_rmemh = 0;
+    uint8_t tx_hflags = 0;  // NICFW_FF_IMMEDIATE / NICFW_FF_REPLY, from its Control
+    uint32_t tx_imm = 0;    // its ImmediateData
     Seg tx_segs[NICFW_MAX_SEGMENTS];
     uint32_t tx_seq = 0;      // sequence number of the next new request
     WorkItem tx_w{};          // the descriptor being transmitted
@@ -362,10 +432,19 @@ public:
 
     // ---- data path ----
     // Rings a doorbell. Never fails: while the queue is full it makes room (inline) or
-    // waits for the firmware thread.
-    void ring(const nicfw_doorbell& db);
+    // waits for the firmware thread. Inline: the driver rings once per post.
+    void ring(const nicfw_doorbell& db) {
+        if (!try_ring(db)) ring_full(db);
+    }
     // Inline progress: steps the engine once if no one else is. True if it did work.
-    bool progress();
+    bool progress() {
+        if (cfg_.progress == Progress::kThread) return false;
+        if (!lock_.try_lock()) return false;
+        bool did = step_locked();
+        lock_.unlock();
+        if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
+        return did;
+    }
     // Inline progress: sends the ACKs that wait for a reply to carry them (the process is
     // about to exit without another call; vipl runs this at exit).
     void flush_owed_acks();
@@ -386,7 +465,7 @@ public:
     }
 
     void set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*));
-    Vi* vi_by_index(uint32_t idx);
+    Vi* vi_by_index(uint32_t idx) { return idx < vis_.size() ? vis_[idx].get() : nullptr; }
 
     // Feeds one frame to the receive path as if it came from transport peer `peer` (a
     // peer index this NIC knows). For fuzzing and tests; takes the engine lock.
@@ -394,6 +473,17 @@ public:
 
 private:
     Engine() = default;
+    bool try_ring(const nicfw_doorbell& db) {
+        std::lock_guard<SpinLock> g(db_lock_);
+        uint64_t tail = db_tail_.load(std::memory_order_relaxed);
+        // Acquire pairs with the firmware's release of db_head_: the slot is free.
+        if (tail - db_head_.load(std::memory_order_acquire) >= NICFW_DOORBELL_ENTRIES) return false;
+        db_ring_[tail & (NICFW_DOORBELL_ENTRIES - 1)] = db;
+        // Release: the firmware that sees the new tail sees the entry.
+        db_tail_.store(tail + 1, std::memory_order_release);
+        return true;
+    }
+    void ring_full(const nicfw_doorbell& db);
     bool step_locked();
     void deliver_errors();
     void firmware_thread();
@@ -419,9 +509,10 @@ private:
     bool serve_reads(Vi& vi);
     void retire(Vi& vi);
     uint32_t check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host);
+    // reg: the region check_desc found for the descriptor (segments in it skip a lookup).
     uint32_t validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count, Seg* out,
-                               uint32_t* total);
-    uint32_t check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount);
+                               uint32_t* total, const WorkItem& w, const Region* reg);
+    uint32_t check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount, const Region** reg = nullptr);
     uint8_t* frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr);
     // A header for a frame from vi to its peer VI: type set, every other field zero.
     static nicfw_frame_hdr frame_to(const Vi& vi, uint8_t type) {
@@ -493,7 +584,7 @@ private:
     void out_of_order(Vi& vi, const nicfw_frame_hdr& h);
 
     // completer
-    void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
+    [[gnu::always_inline]] void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
         complete_on(vi, recv ? NICFW_RECVQ : NICFW_SENDQ, d, status, len);
     }
     void complete_on(Vi& vi, uint32_t queue, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len);

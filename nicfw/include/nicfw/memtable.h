@@ -58,7 +58,7 @@ public:
     }
 
     // The region a handle names, or nullptr (stale, out of range, never issued).
-    Region* find(uint32_t memh) {
+    [[gnu::always_inline]] Region* find(uint32_t memh) {
         uint32_t idx = NICFW_MEMH_INDEX(memh);
         if (idx == 0 || idx >= next_) return nullptr;
         Region& r = regions_[idx];
@@ -95,7 +95,7 @@ public:
         return in_range(r, addr, len);
     }
 
-    static bool in_range(const Region& r, uint64_t addr, uint64_t len) {
+    [[gnu::always_inline]] static bool in_range(const Region& r, uint64_t addr, uint64_t len) {
         uint64_t base = r.base.load(std::memory_order_relaxed);
         uint64_t rlen = r.len.load(std::memory_order_relaxed);
         return addr >= base && len <= rlen && addr - base <= rlen - len;

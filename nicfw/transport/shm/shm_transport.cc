@@ -287,24 +287,36 @@ void ShmTransport::tx_commit(int peer, uint32_t len) {
 
 int ShmTransport::rx_burst(RxFrame* out, int max) {
     if (seg_->mbox_posted.load(std::memory_order_relaxed) != mbox_seen_) process_mailbox();
+    const uint32_t np = static_cast<uint32_t>(rx_active_.size());
+    if (np == 0) return 0;
+    // The first peer looked at rotates, so one busy peer cannot starve the others.
+    // (Indices wrap by comparison: this runs on every step, a division is not free.)
+    uint32_t first = rx_rotor_;
+    if (first >= np) first %= np;  // the list shrank since
+    rx_rotor_ = first + 1 == np ? 0 : first + 1;
     int n = 0;
-    size_t np = rx_active_.size();
-    for (size_t k = 0; k < np && n < max; k++) {
-        int id = rx_active_[(rx_rotor_ + k) % np];
+    uint32_t k = first;
+    for (uint32_t left = np; left && n < max; left--) {
+        const int id = rx_active_[k];
+        if (++k == np) k = 0;
         Peer& p = peers_[id];
-        if (p.rx == nullptr) continue;
-        while (n < max && p.taken < kSlots) {
-            uint64_t idx = p.head + p.taken;
-            Slot& s = p.rx->slots[idx & (kSlots - 1)];
+        ShmLane* ln = p.rx;
+        if (ln == nullptr) continue;
+        // The ring position in locals: the stores to out[] could otherwise alias it.
+        const uint64_t head = p.head;
+        uint32_t taken = p.taken;
+        while (n < max && taken < kSlots) {
+            const uint64_t idx = head + taken;
+            Slot& s = ln->slots[idx & (kSlots - 1)];
             // Acquire pairs with tx_commit's release store of seq.
             if (s.seq.load(std::memory_order_acquire) != idx + 1) break;
             uint32_t len = s.len;
-            p.taken++;
+            taken++;
             if (len > max_frame()) continue;  // a peer that writes garbage costs it the frame
             out[n++] = RxFrame{s.frame, len, id};
         }
+        p.taken = taken;
     }
-    if (np) rx_rotor_ = (rx_rotor_ + 1) % np;
     return n;
 }
 

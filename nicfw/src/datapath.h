@@ -1,0 +1,100 @@
+// datapath.h -- pieces of the per-message path that several parts of the firmware share:
+// the checks of a descriptor taken from a work queue (requester: sends; responder:
+// receives) and its completion (completer). Inline: each runs once per message.
+#pragma once
+
+#include <cstring>
+
+#include "nicfw/engine.h"
+
+namespace softvia::nicfw {
+
+// The steps of one message, each with one caller or a few in its file: inlined so that
+// a message does not pay a dozen call frames (-O2 would keep most of them).
+#define HOT_INLINE [[gnu::always_inline]] inline
+
+// The descriptor itself (control segment plus segcount segments) must lie in the region
+// its memory handle names, with the VI's protection tag. Returns a status bit or 0, and
+// the region in *reg. One lookup serves both checks (the table only changes under the
+// engine lock, which we hold): the control segment first, since SegCount is read from it.
+HOT_INLINE uint32_t Engine::check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount, const Region** reg) {
+    const uint64_t d = reinterpret_cast<uint64_t>(w.desc);
+    const Region* r = mem_.find(w.memh);
+    if (!r || r->ptag != vi.attrs.ptag || !MemTable::in_range(*r, d, sizeof(VIP_CONTROL_SEGMENT)))
+        return VIP_STATUS_PROTECTION_ERROR;
+    // One read of the field the driver may still be scribbling on: use what we read.
+    uint16_t n = __atomic_load_n(&w.desc->CS.SegCount, __ATOMIC_RELAXED);
+    *segcount = n;
+    if (n > NICFW_MAX_SEGMENTS) return VIP_STATUS_FORMAT_ERROR;
+    uint64_t len = sizeof(VIP_CONTROL_SEGMENT) + uint64_t{n} * sizeof(VIP_DESCRIPTOR_SEGMENT);
+    if (!MemTable::in_range(*r, d, len)) return VIP_STATUS_PROTECTION_ERROR;
+    if (reg) *reg = r;
+    return 0;
+}
+
+// Checks count data segments starting at segment first and resolves them to host ranges.
+HOT_INLINE uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count,
+                                              Seg* out, uint32_t* total, const WorkItem& w, const Region* reg) {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        VIP_DATA_SEGMENT s;
+        memcpy(&s, &desc_segment(d, first + i)->Local, sizeof s);  // one snapshot of untrusted memory
+        if (s.Length == 0) {
+            out[i] = Seg{nullptr, 0};
+            continue;
+        }
+        // Data in the descriptor's own region (the usual case) needs no second lookup.
+        const Region* r = reg && s.Handle == w.memh ? reg : mem_.find(s.Handle);
+        if (!r || r->ptag != vi.attrs.ptag || !MemTable::in_range(*r, s.Data.AddressBits, s.Length))
+            return VIP_STATUS_PROTECTION_ERROR;
+        out[i] = Seg{static_cast<uint8_t*>(s.Data.Address), s.Length};
+        sum += s.Length;
+    }
+    if (sum > UINT32_MAX) return VIP_STATUS_LENGTH_ERROR;
+    *total = static_cast<uint32_t>(sum);
+    return 0;
+}
+
+// Completions write the descriptor's status and, when the queue is bound to one, a CQ entry.
+HOT_INLINE void Engine::complete_on(Vi& vi, uint32_t queue, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
+    const bool recv = queue != NICFW_SENDQ;
+    d->CS.Length = len;
+    // status may name its operation (RDMA); otherwise the queue does.
+    uint32_t op = (status & VIP_STATUS_OP_MASK) ? 0 : (recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND);
+    uint32_t st = status | VIP_STATUS_DONE | op;
+    // Release: the driver that sees DONE (acquire load in VipSendDone/VipRecvDone) sees
+    // Length, ImmediateData and the scattered data.
+    __atomic_store_n(&d->CS.Status, st, __ATOMIC_RELEASE);
+    if (status & VIP_STATUS_ERROR_MASK) {
+        vi.st->c.errors++;
+        status_->nic.errors++;
+    }
+    if (recv) {
+        vi.st->c.recvs_done++;
+        status_->nic.recvs_done++;
+    } else {
+        vi.st->c.sends_done++;
+        status_->nic.sends_done++;
+    }
+    Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_reply;
+    if (cq) cq_push(cq, vi, queue);
+}
+
+HOT_INLINE void Engine::cq_push(Cq* cq, Vi& vi, uint32_t queue) {
+    uint64_t prod = cq->prod.load(std::memory_order_relaxed);
+    // Acquire pairs with the driver's release of cons: the entry slot is free again.
+    uint64_t cons = cq->cons.load(std::memory_order_acquire);
+    if (prod - cons >= cq->entries.size()) {
+        // Overflow: the descriptor is still complete (Done finds it); the CQ entry is
+        // lost and the consumer is told asynchronously.
+        cq->overflows++;
+        raise(&vi, cq, nullptr, VIP_RESOURCE_CQ, VIP_ERROR_CATASTROPHIC);
+        return;
+    }
+    cq->entries[prod % cq->entries.size()] =
+        nicfw_cqe{reinterpret_cast<uint64_t>(vi.user), NICFW_VI_INDEX(vi.id), queue};
+    // Release: the driver that sees prod sees the entry.
+    cq->prod.store(prod + 1, std::memory_order_release);
+}
+
+}  // namespace softvia::nicfw

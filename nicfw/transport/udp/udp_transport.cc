@@ -256,7 +256,7 @@ int UdpTransport::setup_ring(std::string* why) {
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
 
     // rx=syscall's recvmmsg headers, set once: the kernel writes back only msg_len,
-    // msg_namelen and msg_flags (recv_syscall resets msg_namelen where it wrote).
+    // msg_namelen and msg_flags (recv_syscall resets msg_namelen of what it read).
     mm_.assign(kSyscallBurst, mmsghdr{});
     mm_iov_.resize(kSyscallBurst);
     mm_from_.resize(kSyscallBurst);
@@ -383,16 +383,11 @@ void UdpTransport::tx_commit(int peer, uint32_t len) {
     s.iov.iov_len = kPreamble + len;
     s.to = p.sa;  // a copy: peers_ may grow before the kernel reads it
     s.resent = false;
-    io_uring_sqe* sqe = next_sqe();
-    if (!sqe) {  // the kernel would not take submissions: the frame is lost
+    if (!queue_send(slot)) {  // the kernel would not take submissions: the frame is lost
         stats_.tx_errors++;
         tx_free_.push_back(slot);
         return;
     }
-    // MSG_DONTWAIT: a full socket fails the send (a lost frame) instead of parking it.
-    io_uring_prep_sendmsg(sqe, fd_, &s.msg, MSG_DONTWAIT);
-    io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
-    unsubmitted_++;
     step_frames_++;
 }
 
@@ -410,9 +405,6 @@ bool UdpTransport::send_probe(Peer& p) {
     if (tx_free_.empty()) return false;
     int slot = tx_free_.back();
     TxSlot& s = tx_slots_[slot];
-    io_uring_sqe* sqe = next_sqe();
-    if (!sqe) return false;
-    tx_free_.pop_back();
     put32(s.buf + kPMagic, kMagic);
     memset(s.buf + kPType, 0, 4);
     s.buf[kPType] = kTypeProbe;
@@ -422,9 +414,8 @@ bool UdpTransport::send_probe(Peer& p) {
     s.iov.iov_len = kPreamble;
     s.to = p.sa;
     s.resent = false;
-    io_uring_prep_sendmsg(sqe, fd_, &s.msg, MSG_DONTWAIT);
-    io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
-    unsubmitted_++;
+    if (!queue_send(slot)) return false;
+    tx_free_.pop_back();
     return true;
 }
 
@@ -459,10 +450,10 @@ void UdpTransport::rearm_here() {
     arm_recv();  // submits both
 }
 
-bool UdpTransport::resend(int slot) {
+bool UdpTransport::queue_send(int slot) {
     io_uring_sqe* sqe = next_sqe();
     if (!sqe) return false;
-    tx_slots_[slot].resent = true;
+    // MSG_DONTWAIT: a full socket fails the send (a lost frame) instead of parking it.
     io_uring_prep_sendmsg(sqe, fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
     io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
     unsubmitted_++;
@@ -496,7 +487,8 @@ void UdpTransport::reap() {
                     // socket's next send (sk_err) and is then cleared: this datagram
                     // never left. Send it again (once).
                     errors_pending_ = true;
-                    if (resend(slot)) continue;
+                    tx_slots_[slot].resent = true;
+                    if (queue_send(slot)) continue;
                     stats_.tx_errors++;
                 } else {
                     stats_.tx_errors++;
@@ -592,13 +584,13 @@ void UdpTransport::recv_syscall() {
     }
     for (int i = 0; i < n; i++) {
         stats_.rx_datagrams++;
+        mm_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);  // the kernel wrote it; mm_from_[i] holds the name
         if (mm_[i].msg_hdr.msg_flags & MSG_TRUNC) {
             stats_.rx_truncated++;
             continue;
         }
         take_datagram(static_cast<uint8_t*>(mm_iov_[i].iov_base), mm_[i].msg_len, mm_from_[i], -1);
     }
-    for (int i = 0; i < n; i++) mm_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
 }
 
 int UdpTransport::rx_burst(RxFrame* out, int max) {

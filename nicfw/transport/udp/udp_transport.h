@@ -142,7 +142,7 @@ private:
     void recv_syscall();
     bool take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid);
     void recycle(int bid);
-    bool resend(int slot);  // queues slot's sendmsg again; false if the ring takes none
+    bool queue_send(int slot);  // queues slot's sendmsg; false if the ring takes none
     void drain_errors();
     bool send_probe(Peer& p);
     io_uring_sqe* next_sqe();

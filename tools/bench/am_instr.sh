@@ -21,11 +21,13 @@ set -uo pipefail
 build=build/release; mode=steer; top=20
 while (($#)); do
   case $1 in
-    --mode) mode=$2; shift 2 ;;
-    --top) top=$2; shift 2 ;;
+    --mode) mode=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
+    --top) top=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
     *) build=$1; shift ;;
   esac
 done
+[[ $mode == steer || $mode == marshal ]] || { echo "am_instr.sh: --mode must be steer or marshal (got '$mode')" >&2; exit 2; }
+[[ $top =~ ^[1-9][0-9]*$ ]] || { echo "am_instr.sh: --top must be a positive number (got '$top')" >&2; exit 2; }
 run="$build/tools/launcher/softvia-run"; am="$build/tools/bench/am_bench"
 for f in "$run" "$am"; do [[ -x $f ]] || { echo "am_instr.sh: $f not built" >&2; exit 2; }; done
 command -v callgrind_annotate >/dev/null || { echo "am_instr.sh: needs valgrind" >&2; exit 2; }

@@ -99,10 +99,15 @@ int main(void) {
         r = th_recv_done_must(b, rd, "segmentless recv");
         EXPECT((r->CS.Status & VIP_STATUS_ERROR_MASK) == 0 && r->CS.Length == 0, "segmentless receive: status 0x%x",
                r->CS.Status);
-        VIP_EXT_COUNTERS c;
+        /* The receiver drops nothing, unless the wire lost a frame: then the sender's resends
+         * bring the frames behind the hole again, and the copies that arrived ahead of them
+         * are dropped (go-back-N). Drops without any resend would be a real loss. */
+        VIP_EXT_COUNTERS c, sc;
         CHECK(VipExtQueryViCounters(b, &c));
-        EXPECT(c.Errors == 0 && c.Drops == 0, "%s: receiver counted %llu errors %llu drops", th_rel_name(th_levels[li]),
-               (unsigned long long)c.Errors, (unsigned long long)c.Drops);
+        CHECK(VipExtQueryViCounters(a, &sc));
+        EXPECT(c.Errors == 0 && (c.Drops == 0 || (th_wire_lossy() && sc.Retransmits > 0)),
+               "%s: receiver counted %llu errors %llu drops, sender %llu resends", th_rel_name(th_levels[li]),
+               (unsigned long long)c.Errors, (unsigned long long)c.Drops, (unsigned long long)sc.Retransmits);
         CHECK(VipDisconnect(a));
         th_wait_state(b, VIP_STATE_ERROR, TH_WAIT_MS);
         CHECK(VipDisconnect(b));

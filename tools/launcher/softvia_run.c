@@ -825,11 +825,12 @@ static void reap(void)
     int st;
     pid_t pid;
     while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-        int code = 0, found = 0;
+        int code = 0, found = 0, rank_of = -1;
         for (int i = 0; i < L.n && !found; i++) {
             if (L.kids[i].pid == pid) {
                 L.kids[i].pid = 0;
                 found = 1;
+                rank_of = i;
             }
         }
         if (!found) {
@@ -851,6 +852,16 @@ static void reap(void)
         else if (WIFSIGNALED(st))
             code = 128 + WTERMSIG(st);
         if (code != 0) {
+            /* Name the rank that ends the job (not the ones brought down after it): a
+             * rank killed by a signal loses its buffered output, so this may be all
+             * there is to see. */
+            if (L.phase == RUNNING) {
+                if (WIFSIGNALED(st))
+                    complain("rank %d killed by signal %d (%s)%s", rank_of, WTERMSIG(st), strsignal(WTERMSIG(st)),
+                             WCOREDUMP(st) ? ", core dumped" : "");
+                else
+                    complain("rank %d exited with %d", rank_of, code);
+            }
             decide(code);
             begin_shutdown(SIGTERM);
         }

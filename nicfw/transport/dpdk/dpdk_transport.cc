@@ -333,6 +333,7 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     // room for those its queue set-up fails (EINVAL) or, barely above, the fill ring
     // runs dry under a stream and the kernel drops what arrives.
     needs_kicks_ = af_xdp;
+    memif_ = o.vdev_name.rfind("net_memif", 0) == 0;
     if (af_xdp) n += kAfXdpFillRing + kAfXdpCompletionRing;
     char pname[RTE_MEMPOOL_NAMESIZE];
     snprintf(pname, sizeof pname, "softvia%u", e.pools++);
@@ -381,6 +382,7 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
 DpdkTransport::~DpdkTransport() {
     std::lock_guard<std::mutex> g(eal().m);
     if (port_started_) tx_flush();  // best effort: the engine's last words (disconnects)
+    if (port_started_ && memif_) memif_goodbye();
     rte_pktmbuf_free_bulk(stash_, stash_n_);
     rte_pktmbuf_free_bulk(txq_, txq_n_);
     rte_pktmbuf_free_bulk(loop_, loop_n_);
@@ -394,6 +396,77 @@ DpdkTransport::~DpdkTransport() {
     }
     if (!vdev_name_.empty()) rte_eal_hotplug_remove("vdev", vdev_name_.c_str());
     if (pool_) rte_mempool_free(pool_);
+}
+
+// ---------------------------------------------------------------- memif close handshake
+bool DpdkTransport::link_up() const {
+    rte_eth_link link{};
+    return rte_eth_link_get_nowait(port_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+// A shim-only frame to whoever is at the other end of the port (a memif has one peer).
+void DpdkTransport::send_shim(ShimKind kind) {
+    rte_mbuf* m = alloc_mbuf();
+    if (!m) return;
+    uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
+    memset(d, 0xff, 6);  // broadcast: the peer's MAC may not be known yet
+    memcpy(d + 6, mac_, 6);
+    d[12] = kEtherType >> 8;
+    d[13] = kEtherType & 0xff;
+    d[14] = 1;
+    d[15] = kind;
+    put32(d + 16, nonce_);
+    put32(d + 20, 0);
+    memcpy(d + 24, &host_, 8);
+    m->data_len = static_cast<uint16_t>(kHdrLen);
+    m->pkt_len = kHdrLen;
+    if (rte_eth_tx_burst(port_, 0, &m, 1) != 1) rte_pktmbuf_free(m);
+}
+
+void DpdkTransport::on_shim(uint8_t kind, uint32_t src_nonce) {
+    if (kind == kShimByeAck) {
+        if (closing_) bye_done_ = true;
+        return;
+    }
+    if (kind != kShimBye || quiesced_) return;
+    // Both ends closing at once: the lower nonce closes first, the other answers it and
+    // waits for the link to go down (two memif_disconnects in one process at once, ours
+    // and the interrupt thread's, would race the same way).
+    if (closing_ && nonce_ < src_nonce) return;
+    quiesced_ = true;
+    seen_down_ = false;
+    bye_done_ = closing_;
+    send_shim(kShimByeAck);  // our last burst on this connection
+}
+
+// At close: BYE, then up to kByeWaitMs for the answer; or, if the peer closes first,
+// for the link to go down. A peer that does not poll meanwhile (inline progress, not in
+// a VIPL call) is not waited for longer than that.
+void DpdkTransport::memif_goodbye() {
+    auto deadline = [](int ms) {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + (uint64_t)ms;
+    };
+    uint64_t end = deadline(kByeWaitMs);
+    if (!quiesced_ && link_up()) {
+        closing_ = true;
+        send_shim(kShimBye);
+        while (!bye_done_ && link_up() && deadline(0) < end) {
+            rte_mbuf* rx[kBurst];
+            uint16_t got = rte_eth_rx_burst(port_, 0, rx, kBurst);
+            for (uint16_t i = 0; i < got; i++) {
+                const uint8_t* d = rte_pktmbuf_mtod(rx[i], const uint8_t*);
+                if (rx[i]->data_len >= kHdrLen && d[12] == (kEtherType >> 8) && d[13] == (kEtherType & 0xff) &&
+                    d[14] == 1 && d[15] != kShimFrame)
+                    on_shim(d[15], get32(d + 16));
+            }
+            rte_pktmbuf_free_bulk(rx, got);
+            if (!got) usleep(50);
+        }
+    }
+    if (quiesced_)
+        while (link_up() && deadline(0) < end) usleep(1000);
 }
 
 // ---------------------------------------------------------------- peers
@@ -487,6 +560,12 @@ void DpdkTransport::tx_commit(int peer, uint32_t len) {
 }
 
 void DpdkTransport::tx_flush() {
+    if (quiesced_) {  // the memif peer is closing: its rings may go at any moment
+        drops_.quiesced += static_cast<uint64_t>(txq_n_);
+        rte_pktmbuf_free_bulk(txq_, static_cast<unsigned>(txq_n_));
+        txq_n_ = 0;
+        return;
+    }
     if (txq_n_ == 0) {
         // net_af_xdp on a copy-mode interface (veth) sends at most a small batch per
         // kick (sendto) and kicks only inside a transmit burst: what it holds would
@@ -516,7 +595,7 @@ int DpdkTransport::rx_burst(RxFrame* out, int max) {
     }
     loop_n_ -= nloop;
     memmove(loop_, loop_ + nloop, sizeof(rte_mbuf*) * loop_n_);
-    if (n == cap) return n;
+    if (n == cap || quiesced_) return n;
 
     rte_mbuf* rx[kBurst];
     uint16_t got = rte_eth_rx_burst(port_, 0, rx, static_cast<uint16_t>(cap - n));
@@ -530,6 +609,9 @@ int DpdkTransport::rx_burst(RxFrame* out, int max) {
             drops_.short_++;
         } else if (d[12] != (kEtherType >> 8) || d[13] != (kEtherType & 0xff) || d[14] != 1) {
             drops_.foreign++;
+        } else if (d[15] != kShimFrame) {
+            if (memif_) on_shim(d[15], get32(d + 16));
+            else drops_.foreign++;
         } else if (get32(d + 20) != nonce_ || memcmp(d, mac_, 6) != 0 ||
                    (get32(d + 16) == nonce_ && memcmp(d + 6, mac_, 6) == 0)) {
             drops_.not_ours++;
@@ -565,6 +647,11 @@ void DpdkTransport::rx_release() {
 }
 
 void DpdkTransport::poll_slow(std::vector<TransportEvent>&) {
+    if (quiesced_) {  // after BYE: usable again once a new peer has connected
+        bool up = link_up();
+        if (!up) seen_down_ = true;
+        else if (seen_down_) quiesced_ = false;
+    }
     tx_flush();
     // A port that took nothing for two slow ticks (a memif without its peer, a link
     // down) must not wedge the NIC: drop what waits, as a full NIC ring would.

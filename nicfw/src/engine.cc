@@ -375,7 +375,21 @@ bool Engine::step_locked() {
         }
     }
     tr_->tx_flush();  // batching wires send what this step committed, timers' resends too
+    tx_held_.store(false, std::memory_order_relaxed);
     return did;
+}
+
+void Engine::post_step_locked() {
+    service_doorbells();
+    if (!backlog_.empty()) flush_backlog();
+    if (!tx_active_.empty()) transmit();
+    uint32_t queued = tr_->tx_queued();
+    if (queued >= cfg_.tx_batch) {
+        tr_->tx_flush();
+    } else if (queued && !tx_held_.load(std::memory_order_relaxed)) {
+        tx_held_.store(true, std::memory_order_relaxed);
+        start_guard();
+    }
 }
 
 
@@ -385,6 +399,7 @@ void Engine::send_acks_if_idle(bool now) {
     acks_held_.store(false, std::memory_order_relaxed);  // flush_acks sets it again if it holds
     if (!ack_owed_.empty()) flush_acks(now);
     tr_->tx_flush();
+    tx_held_.store(false, std::memory_order_relaxed);
     lock_.unlock();
 }
 
@@ -392,11 +407,19 @@ void Engine::flush_owed_acks() {
     if (cfg_.progress == Progress::kInline) send_acks_if_idle(true);  // else the thread sends them
 }
 
+// Inline progress only: a thread that wakes about every millisecond for what no call of
+// the program may come for (held ACKs, frames held by txbatch). Started on first need.
+void Engine::start_guard() {
+    if (!ack_guard_.joinable()) ack_guard_ = std::thread([this] { ack_guard_thread(); });
+}
+
 void Engine::ack_guard_thread() {
     while (!stop_.load(std::memory_order_relaxed)) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, nullptr);
-        if (acks_held_.load(std::memory_order_relaxed)) send_acks_if_idle(false);  // held ones past the hold
+        // Held ACKs past their hold, and frames a txbatch post left queued (send_acks_if_idle flushes).
+        if (acks_held_.load(std::memory_order_relaxed) || tx_held_.load(std::memory_order_relaxed))
+            send_acks_if_idle(false);
     }
 }
 

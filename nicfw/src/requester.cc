@@ -296,7 +296,7 @@ bool Engine::flush_acks(bool now) {
             rtx_clock() - vi->ack_since < kAckHoldNs) {
             if (cfg_.progress == Progress::kInline) {
                 acks_held_.store(true, std::memory_order_relaxed);
-                if (!ack_guard_.joinable()) ack_guard_ = std::thread([this] { ack_guard_thread(); });
+                start_guard();
             }
             i++;
             continue;

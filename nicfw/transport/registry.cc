@@ -60,13 +60,13 @@ int parse_device_name(const std::string& name, DeviceSpec* out, std::string* why
     return 0;
 }
 
+bool common_device_option(const std::string& k) { return k == "progress" || k == "local" || k == "txbatch"; }
+
 namespace {
-// Options every kind takes (read by vipl and here); a transport skips them.
-bool common_option(const std::string& k) { return k == "progress" || k == "local"; }
 
 int create_shm(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
     for (const auto& kv : spec.opts) {
-        if (common_option(kv.first)) continue;
+        if (common_device_option(kv.first)) continue;
         *why = "shm takes no option '" + kv.first + "'";
         return -EINVAL;
     }

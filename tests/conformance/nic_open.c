@@ -79,12 +79,20 @@ int main(void) {
     /* A name's option wins over SOFTVIA_PROGRESS. */
     open_ok("shm:progress=thread", VIP_EXT_PROGRESS_THREAD);
     open_ok("shm:progress=inline", VIP_EXT_PROGRESS_INLINE);
+    open_ok("shm:txbatch=0", env_mode());
+    open_ok("shm:txbatch=32,progress=inline", VIP_EXT_PROGRESS_INLINE);
+    open_ok("shm:txbatch=256", env_mode());
 
     open_bad("nosuch");
     open_bad("shm:progress=bogus");
     open_bad("shm:");
     open_bad("shm:bogus=1");
     open_bad("shm:progress");
+    open_bad("shm:txbatch=257");
+    open_bad("shm:txbatch=-1");
+    open_bad("shm:txbatch=");
+    open_bad("shm:txbatch=4k");
+    open_bad("shm:txbatch=99999999999999999999");
     open_bad("shmx");
     open_bad("SHM");
 

@@ -12,13 +12,14 @@
 # namespace with `ip netns exec` and sets SOFTVIA_DEVICE to its end of the wire. (When
 # softvia-run --hosts exists this can use it instead.) Namespaces, links and sockets
 # are removed on every exit. Exits 77 with the reason when the machine cannot run it.
+# SV_DPDK_OPTS, if set, is appended to both device names (e.g. txbatch=32).
 set -uo pipefail
 
 if [[ ${1:-} == --rank ]]; then  # inside the launcher: one rank
   shift
   r=${SOFTVIA_RANK:?not started by softvia-run}
   dev_var=SV_DPDK_DEV$r ns_var=SV_DPDK_NS$r
-  export SOFTVIA_DEVICE=${!dev_var}
+  export SOFTVIA_DEVICE=${!dev_var}${SV_DPDK_OPTS:+,$SV_DPDK_OPTS}
   ns=${!ns_var:-}
   if [[ -n $ns ]]; then exec ip netns exec "$ns" "$@"; fi
   exec "$@"

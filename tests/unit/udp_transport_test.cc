@@ -471,3 +471,56 @@ TEST(UdpTransport, RestartedPeerOnTheSamePortIsANewPeer) {
     ASSERT_EQ(1u, ev.size());  // the NIC that had the port before is gone
     EXPECT_EQ(pb, ev[0].peer);
 }
+
+// txbatch=N: a post's frames stay queued until N are, or a step that is not a post's
+// comes (a poll), or the guard thread's next turn (about 1 ms) when no call comes at all.
+TEST(UdpTransport, TxBatchHoldsPostsUntilABatchOrAPoll) {
+    EngineConfig cfg;
+    cfg.device = "udp:addr=127.0.0.1,local=wire";
+    cfg.tx_batch = 4;
+    unit::Nic a(cfg);
+    cfg.tx_batch = 0;
+    unit::Nic b(cfg);
+    ASSERT_TRUE(a.eng && b.eng);
+    Vi* va = a.vi();
+    Vi* vb = b.vi();
+    ASSERT_TRUE(unit::connect_peers(a.e(), va, b.e(), vb, "tb-a", "tb-b"));
+    Transport& wire = a.e().transport();
+    ASSERT_EQ(0u, wire.tx_queued());
+    std::vector<VIP_DESCRIPTOR*> rds, sds;
+    for (int i = 0; i < 7; i++) {
+        VIP_DESCRIPTOR* rd = b.desc(1);
+        unit::init_desc(rd, 1);
+        unit::set_seg(rd, 0, b.alloc(64), b.memh, 64);
+        unit::post_recv(b.e(), vb, rd, b.memh);
+        rds.push_back(rd);
+        VIP_DESCRIPTOR* sd = a.desc(1);
+        unit::init_desc(sd, 1);
+        unit::set_seg(sd, 0, a.alloc(64), a.memh, 8);
+        sds.push_back(sd);
+    }
+    auto arrived = [&](int n) {
+        return unit::pump_until(b.e(), [&] { return unit::is_done(rds[size_t(n) - 1]); }, 2000);
+    };
+    // Three posts: built, held.
+    for (int i = 0; i < 3; i++) unit::post_send(a.e(), va, sds[size_t(i)], a.memh);
+    EXPECT_EQ(3u, wire.tx_queued());
+    // The fourth fills the batch: all four leave.
+    unit::post_send(a.e(), va, sds[3], a.memh);
+    EXPECT_EQ(0u, wire.tx_queued());
+    EXPECT_TRUE(arrived(4));
+    // One more is held until a step that is not a post's.
+    unit::post_send(a.e(), va, sds[4], a.memh);
+    EXPECT_EQ(1u, wire.tx_queued());
+    a.e().progress();
+    EXPECT_EQ(0u, wire.tx_queued());
+    EXPECT_TRUE(arrived(5));
+    // Posts that no call follows: the guard thread sends them.
+    unit::post_send(a.e(), va, sds[5], a.memh);
+    unit::post_send(a.e(), va, sds[6], a.memh);
+    uint64_t end = now_ms() + 1000;
+    while (wire.tx_queued() != 0 && now_ms() < end) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    EXPECT_EQ(0u, wire.tx_queued()) << "held frames not sent without a call";
+    EXPECT_TRUE(arrived(7));
+    for (int i = 0; i < 7; i++) EXPECT_EQ(8u, rds[size_t(i)]->CS.Length) << i;
+}

@@ -78,13 +78,14 @@ inline uint32_t status_of(const VIP_DESCRIPTOR* d) {
 inline bool is_done(const VIP_DESCRIPTOR* d) { return status_of(d) & VIP_STATUS_DONE; }
 
 // What vipl's post() does after its own checks: status cleared, doorbell rung, and
-// (inline) one step so the send leaves now.
+// (inline) for a send the post's step, so it leaves now (or joins a txbatch batch).
 inline void ring(Engine& e, Vi* vi, VIP_DESCRIPTOR* d, uint32_t memh, uint16_t queue) {
     d->CS.Status = 0;
     nicfw_doorbell db{reinterpret_cast<uint64_t>(d), memh,
                       static_cast<uint16_t>(NICFW_VI_INDEX(vi->id)), queue};
     e.ring(db);
-    if (e.progress_mode() == Progress::kInline) e.progress();
+    if (e.progress_mode() == Progress::kInline && queue == NICFW_SENDQ) e.post_progress();
+    else if (e.progress_mode() == Progress::kInline) e.progress();
 }
 inline void post_send(Engine& e, Vi* vi, VIP_DESCRIPTOR* d, uint32_t memh) {
     ring(e, vi, d, memh, NICFW_SENDQ);
@@ -168,9 +169,8 @@ inline ::testing::AssertionResult connect_peers(Engine& ea, Vi* a, Engine& eb, V
 
 // One NIC: engine, a ptag, one registered buffer.
 struct Nic {
-    explicit Nic(Progress p = Progress::kInline, size_t bytes = 4 << 20) : buf(bytes) {
-        EngineConfig cfg;
-        cfg.progress = p;
+    explicit Nic(Progress p = Progress::kInline, size_t bytes = 4 << 20) : Nic(config(p), bytes) {}
+    explicit Nic(const EngineConfig& cfg, size_t bytes = 4 << 20) : buf(bytes) {
         int rc = Engine::create(cfg, &eng);
         if (rc != 0 || !eng) {
             ADD_FAILURE() << "Engine::create: " << rc;
@@ -178,6 +178,11 @@ struct Nic {
         }
         EXPECT_EQ(0, eng->create_ptag(&ptag));
         EXPECT_EQ(0, eng->register_mem(buf.va(), buf.len, ptag, false, false, &memh));
+    }
+    static EngineConfig config(Progress p) {
+        EngineConfig cfg;
+        cfg.progress = p;
+        return cfg;
     }
     Engine& e() { return *eng; }
     Vi* vi(uint16_t rel = VIP_SERVICE_UNRELIABLE, Cq* scq = nullptr, Cq* rcq = nullptr,

@@ -42,9 +42,9 @@ bool parse_progress(const char* s, nicfw::Progress* p) {
     return true;
 }
 
-// Device names "kind[:key=value,...]" (nicfw/device.h): vipl reads progress= here, the
-// transport the rest when the NIC is created.
-bool parse_device(const std::string& name, nicfw::Progress* progress) {
+// Device names "kind[:key=value,...]" (nicfw/device.h): vipl reads progress= and
+// txbatch= here, the transport the rest when the NIC is created.
+bool parse_device(const std::string& name, nicfw::Progress* progress, uint32_t* tx_batch) {
     nicfw::DeviceSpec spec;
     std::string why;
     if (nicfw::parse_device_name(name, &spec, &why) < 0) {
@@ -55,6 +55,16 @@ bool parse_device(const std::string& name, nicfw::Progress* progress) {
     if (p && !parse_progress(p, progress)) {
         fprintf(stderr, "softvia: device '%s': progress must be inline or thread\n", name.c_str());
         return false;
+    }
+    if (const char* b = spec.get("txbatch")) {
+        char* end = nullptr;
+        errno = 0;
+        unsigned long v = strtoul(b, &end, 10);
+        if (!*b || *end || errno || *b == '-' || v > nicfw::kMaxTxBatch) {
+            fprintf(stderr, "softvia: device '%s': txbatch must be 0..%u frames\n", name.c_str(), nicfw::kMaxTxBatch);
+            return false;
+        }
+        *tx_batch = static_cast<uint32_t>(v);
     }
     return true;
 }
@@ -97,7 +107,7 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
     nicfw::EngineConfig cfg;
     const char* penv = getenv("SOFTVIA_PROGRESS");
     if (penv && *penv && !parse_progress(penv, &cfg.progress)) return VIP_INVALID_PARAMETER;
-    if (!parse_device(name, &cfg.progress)) return VIP_INVALID_PARAMETER;
+    if (!parse_device(name, &cfg.progress, &cfg.tx_batch)) return VIP_INVALID_PARAMETER;
     if (Options) {
         // Read as an integer: a caller's out-of-range value is bad input, not UB here.
         uint32_t mode;

@@ -45,7 +45,7 @@ VIP_RETURN post(vip_vi* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VI
     }
     // Inline mode: a send leaves now, not at the next poll. A receive needs no step: every
     // step takes the doorbells before it reads frames, so it is there for the next one.
-    if (kind == NICFW_SENDQ) vi->nic->eng->progress();
+    if (kind == NICFW_SENDQ) vi->nic->eng->post_progress();
     return VIP_SUCCESS;
 }
 

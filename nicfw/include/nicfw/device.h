@@ -5,6 +5,8 @@
 //   progress=inline|thread   who steps the firmware (read by vipl, not the transport)
 //   local=shm|wire           for network wires: reach peers on this host through shm
 //                            (the default, NIC-level loopback) or through the wire itself
+//   txbatch=N                inline progress: a post's frames wait until N are queued
+//                            or the next call that polls or waits (default 0: at once)
 // Everything else is the transport's own (docs/transports.md).
 #pragma once
 
@@ -25,6 +27,9 @@ struct DeviceSpec {
     // The value of key, or nullptr when absent.
     const char* get(const char* key) const;
 };
+
+// Options every kind takes (above), which a transport skips.
+bool common_device_option(const std::string& key);
 
 // Splits a device name. -EINVAL (with *why) for an empty kind, an option without '=',
 // an empty key or a repeated key.

@@ -54,6 +54,9 @@ public:
     // Hands committed frames to the wire. Called once at the end of every engine step;
     // a wire that batches (one system call for many frames) sends here, others need not.
     virtual void tx_flush() {}
+    // Committed frames that tx_flush has not handed to the wire yet (0 for a wire whose
+    // commit is the send, shm).
+    virtual uint32_t tx_queued() const { return 0; }
 
     // Up to max received frames, valid until rx_release().
     virtual int rx_burst(RxFrame* out, int max) = 0;

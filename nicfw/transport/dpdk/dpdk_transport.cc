@@ -60,7 +60,7 @@ int parse_dpdk_options(const DeviceSpec& spec, DpdkOptions* out, std::string* wh
     DpdkOptions o;
     for (const auto& [k, v] : spec.opts) {
         unsigned long n;
-        if (k == "progress" || k == "local") continue;  // the engine's and the same-host wrapper's
+        if (common_device_option(k)) continue;  // the engine's and the same-host wrapper's
         if (k == "vdev") {
             std::string s = semicolons_to_commas(v);
             size_t comma = s.find(',');

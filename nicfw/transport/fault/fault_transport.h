@@ -36,6 +36,7 @@ public:
     uint8_t* tx_reserve(int peer, uint32_t len) override;
     void tx_commit(int peer, uint32_t len) override;
     void tx_flush() override { inner_->tx_flush(); }  // a batching wire sends here
+    uint32_t tx_queued() const override { return inner_->tx_queued(); }
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override { inner_->rx_release(); }
     void poll_slow(std::vector<TransportEvent>& events) override;

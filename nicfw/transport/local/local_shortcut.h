@@ -56,6 +56,7 @@ public:
         child_[kWire]->tx_flush();
         child_[kShm]->tx_flush();
     }
+    uint32_t tx_queued() const override { return child_[kWire]->tx_queued() + child_[kShm]->tx_queued(); }
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override;
     void poll_slow(std::vector<TransportEvent>& events) override;

@@ -113,7 +113,7 @@ int UdpTransport::parse_options(const DeviceSpec& spec, UdpOptions* out, std::st
     UdpOptions o;
     for (const auto& [k, v] : spec.opts) {
         uint64_t n;
-        if (k == "progress") continue;  // vipl's
+        if (k != "local" && common_device_option(k)) continue;  // vipl's
         if (k == "local") {
             // The same-host shortcut (local=shm) is a wrapper around this wire, built
             // elsewhere; here every peer is reached through the socket.

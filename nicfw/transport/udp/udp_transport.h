@@ -99,6 +99,7 @@ public:
     uint8_t* tx_reserve(int peer, uint32_t len) override;
     void tx_commit(int peer, uint32_t len) override;
     void tx_flush() override;
+    uint32_t tx_queued() const override { return unsubmitted_; }
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override;
     void poll_slow(std::vector<TransportEvent>& events) override;

@@ -107,7 +107,7 @@ uint32_t ipv4_from_gids(ibv_context* ctx) {
 int parse_verbs_options(const DeviceSpec& spec, VerbsOptions* out, std::string* why) {
     VerbsOptions o;
     for (const auto& [k, v] : spec.opts) {
-        if (k == "progress" || k == "local") continue;  // vipl's and the same-host wrapper's (device.h)
+        if (common_device_option(k)) continue;  // vipl's and the same-host wrapper's (device.h)
         if (k == "addr") {
             in_addr a{};
             if (inet_pton(AF_INET, v.c_str(), &a) != 1 || a.s_addr == 0) {

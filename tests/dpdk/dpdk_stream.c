@@ -53,10 +53,22 @@ static void post_send(int k, uint32_t len, uint32_t imm) {
     CHECK(VipPostSend(vi, sd[k], e.mh));
 }
 
-/* One completion, polled (Done steps the NIC in inline mode); fails after SPIN_MS. */
+static int threaded; /* --progress thread */
+
+/* One completion; fails after SPIN_MS. Inline progress polls (Done steps the NIC). With a
+ * firmware thread the program waits in VipRecvWait/VipSendWait, which sleep once they
+ * have spun a while, as docs/architecture.md says a thread-mode program should: two
+ * processes polling Done beside their firmware threads are four busy threads on this
+ * 2-core machine, and every retransmit timer fires on scheduler time slices. */
 static VIP_DESCRIPTOR *wait_done(int recv, const char *what) {
     uint64_t end = th_now_ms() + SPIN_MS;
     VIP_DESCRIPTOR *d;
+    if (threaded) {
+        VIP_RETURN r = recv ? VipRecvWait(vi, SPIN_MS, &d) : VipSendWait(vi, SPIN_MS, &d);
+        if (r != VIP_SUCCESS) FATAL("%s: %s, VI %s", what, th_rs(r), th_state_name(th_state(vi)));
+        if (d->CS.Status & VIP_STATUS_ERROR_MASK) FATAL("%s: completed with status 0x%x", what, d->CS.Status);
+        return d;
+    }
     for (;;) {
         VIP_RETURN r = recv ? VipRecvDone(vi, &d) : VipSendDone(vi, &d);
         if (r == VIP_SUCCESS) break;
@@ -127,6 +139,12 @@ static void sender(uint32_t total) {
             done++;
             continue;
         }
+        if (threaded && credits == 0) { /* sleep until the receiver gives credits back */
+            d = wait_done(1, "credit receive");
+            credits += d->CS.ImmediateData;
+            post_recv(recv_slot(d));
+            continue;
+        }
         if (sent < total && credits > 0) {
             int k = (int)(sent % WIN);
             uint32_t len = msg_size(sent);
@@ -178,6 +196,7 @@ int main(int argc, char **argv) {
             return T_FAIL;
         }
     }
+    threaded = !strcmp(progress, "thread");
     mp_init("dpdk_stream", 2, 110);
     mp_open(&e, progress, (size_t)2 * WIN * (MAXSZ + 256) + 65536);
     mp_log_errors(&e);

@@ -18,3 +18,14 @@ get() {  # kind label bytes column -> value from our CSV
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+median() {  # numbers as arguments (empty ones skipped) -> their median, or empty
+  printf '%s\n' "$@" | awk 'NF && $1 != "n/a"' | sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2)}'
+}
+
+# This VM moves between a fast and a slow phase (the two vCPUs on one core complex or
+# not: UCX's shm latency is 0.13 us in one and 0.5 us in the other), sometimes within a
+# minute. A ratio of two figures measured minutes apart can then be off by 3x, so the
+# key comparisons are made in rounds, ours and the peer's back to back, and the summary
+# gives the median of the per-round ratios. rounds: 5, or 1 with --quick.
+rounds=5; ((${quick:-0})) && rounds=1

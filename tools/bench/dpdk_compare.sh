@@ -8,11 +8,13 @@
 #   delivery shown too; inline progress, ranks pinned to cores 0 and 1) beside busy-polled kernel UDP over the same
 #   kind of veth pair (sockperf ping-pong --nonblocked, sides pinned to cores 0 and 1).
 #   Target: ours at or below kernel UDP's.
-# Packet rate: vipl_bench streaming 8 B messages (one frame each; RD, firmware thread per
-#   NIC, and inline for comparison) beside dpdk-testpmd
+# Packet rate: vipl_bench streaming 8 B messages (one frame each; RD; inline progress with
+#   txbatch=32, a firmware thread per NIC, plain inline) beside dpdk-testpmd
 #   with the same PMD and ring settings, txonly in one namespace and rxonly in the
 #   other, its forwarding cores pinned to 0 and 1 (the receiver's Rx-pps). Target:
 #   ours >= 0.8x testpmd's.
+# 4 KiB streaming bandwidth: vipl_bench (RD, inline, txbatch=32) beside sockperf
+#   throughput over the same kind of veth pair (kernel UDP; reported, no target).
 # Needs root (namespaces, raw sockets), dpdk-testpmd (Debian package dpdk-dev) and
 # sockperf. Prints one table; exit status 0 even when a target is missed: this reports,
 # it does not gate.
@@ -67,10 +69,14 @@ for mode in txbatch thread inline; do
   rate=$(echo "$out" | awk '$1 == "stream" && $2 == 8 {print $4}' | head -1)
   case $mode in txbatch) our_rate=$rate ;; thread) our_rate_thread=$rate ;; inline) our_rate_inline=$rate ;; esac
 done
+out=$(SV_DPDK_OPTS=txbatch=32 timeout 300 "$pair" "$run" af_packet --pin --timeout 280 -- "$bench" --reliability RD \
+        --iters "$iters" --sizes 4096 --only bw 2>&1)
+echo "4 KiB, txbatch: $(echo "$out" | grep -E "^stream")"
+our_bw=$(echo "$out" | awk '$1 == "stream" && $2 == 4096 {print $3}' | head -1)
 
 echo
 echo "== kernel UDP over the same kind of veth pair (sockperf ping-pong --nonblocked, 14 B)"
-udp_lat=""
+udp_lat="" udp_bw=""
 if command -v sockperf >/dev/null && veth; then
   ip netns exec "$nsb" taskset -c 1 timeout $((secs + 10)) sockperf server -i 198.18.203.2 -p 11111 --nonblocked \
     >/dev/null 2>&1 &
@@ -79,6 +85,15 @@ if command -v sockperf >/dev/null && veth; then
               -t "$secs" -m 14 --nonblocked 2>/dev/null | awk '/percentile 50.000/ {print $NF}')
   wait
   echo "one-way median us: ${udp_lat:-n/a}"
+  ip netns exec "$nsb" taskset -c 1 timeout $((secs + 10)) sockperf server -i 198.18.203.2 -p 11112 --nonblocked \
+    >/dev/null 2>&1 &
+  sleep 1
+  # sockperf prints MBps as 2^20 bytes/s; converted to 10^6 bytes/s, as ours.
+  udp_bw=$(ip netns exec "$nsa" taskset -c 0 timeout $((secs + 5)) sockperf throughput -i 198.18.203.2 -p 11112 \
+             -t "$secs" -m 4096 --nonblocked 2>/dev/null |
+           awk '/BandWidth is/ {for (i = 1; i <= NF; i++) if ($i == "is") printf "%.1f", $(i+1) * 1.048576}')
+  wait
+  echo "4 KiB throughput MB/s (sender side): ${udp_bw:-n/a}"
 else
   echo "sockperf not installed (apt-get install sockperf)"
 fi
@@ -117,4 +132,6 @@ printf "%-34s %12s %12s %8s  %s\n" "packet rate, frames/s (8 B, thread)" "${our_
   "$(ratio "$our_rate_thread" "$tpmd_rate")" "(two busy threads per core)"
 printf "%-34s %12s %12s %8s  %s\n" "packet rate, frames/s (8 B, inline)" "${our_rate_inline:-n/a}" "${tpmd_rate:-n/a}" \
   "$(ratio "$our_rate_inline" "$tpmd_rate")" "(one frame per VIPL call)"
+printf "%-34s %12s %12s %8s  %s\n" "4 KiB stream MB/s (txbatch; UDP)" "${our_bw:-n/a}" "${udp_bw:-n/a}" \
+  "$(ratio "$our_bw" "$udp_bw")" "report (sockperf: sender side)"
 echo "(load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; other work on this machine slows both sides)"

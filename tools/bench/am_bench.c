@@ -12,9 +12,12 @@
  *       not reply (credits come back batched, as the implicit reply); the figure is
  *       messages per second until rank 1 has run every handler (as -t ucp_am_bw -s 8).
  * logp: the LogP signature (Culler et al.): bursts of B requests with a delay D
- *       between sends; time per message against D gives o_s (D = 0, small bursts),
- *       g (D = 0, long bursts), o_r (receiver's time per handled message) and
- *       L (one-way latency minus the two overheads). CSV with --logp-csv.
+ *       between sends; time per message against D gives o_s (D = 0, one message) and
+ *       g (D = 0, long bursts). o_r is the receiver's time per message when messages
+ *       are already waiting: rank 1 stops polling for 200 us, rank 0 sends a burst
+ *       of 32 meanwhile, and rank 1 times how long its polls take to handle them all
+ *       (with inline progress that includes its NIC's receive work, which the host
+ *       CPU does). L = one-way latency - o_s - o_r. CSV with --logp-csv.
  * The mode (firmware request/reply steering or host marshalling) applies to both ranks.
  */
 #define _GNU_SOURCE
@@ -99,6 +102,19 @@ static void rate(int msgs, FILE *csv, const char *label) {
     CK(AMX_SPMDBarrier());
 }
 
+/* o_r: rank 0 asks rank 1 to hold (handler 7, answered by 8), then sends its burst; rank
+ * 1 reports each drain's time (handler 9). */
+static volatile int hold_now, hold_replies, drains_reported;
+static uint64_t drain_ns[64];
+static void hold_req(void *token) { hold_now = 1; AM_Reply0(token, 8); }
+static void hold_rep(void *token) { (void)token; hold_replies++; }
+static void drain_report(void *token, int ns, int r) {
+    (void)token;
+    if (r >= 0 && r < 64) drain_ns[r] = (uint64_t)ns;
+    drains_reported++;
+}
+static void counting_sink(void *token, int a, int b) { (void)token; (void)a; (void)b; stream_count++; }
+
 /* LogP: for each delay D and burst size B, rank 0 times B sends with D of busy work
  * between them (time per message = total / B), then waits for rank 1's
  * acknowledgement of the burst outside the timed part. */
@@ -143,16 +159,32 @@ static void logp(const char *path, const char *label, double lat_us) {
             }
             CK(AMX_SPMDBarrier());
         }
-    /* receive overhead: rank 1's time in the poll loop per handled message, measured
-     * on a stream of reply-free requests */
+    /* receive overhead: the time to handle messages that are already waiting */
     CK(AMX_SPMDBarrier());
+    enum { OR_REPS = 50, OR_BURST = 32, OR_HOLD_NS = 200000 };
     double orecv = 0;
     if (rank == 0) {
-        for (int i = 0; i < 20000; i++) CK(AM_Request2(ep, 1, 3, i, 0));
-        int want = done_replies + 1;
-        CK(AM_Request1(ep, 1, 6, 0));
-        wait_replies(&done_replies, want);
-        orecv = done_diff / 1e6; /* picoseconds per message */
+        for (int r = 0; r < OR_REPS; r++) {
+            int want = hold_replies + 1;
+            CK(AM_Request0(ep, 1, 7));
+            wait_replies(&hold_replies, want);
+            for (int i = 0; i < OR_BURST; i++) CK(AM_Request2(ep, 1, 3, i, 0)); /* into rank 1's hold */
+            wait_replies(&drains_reported, r + 1);
+        }
+        qsort(drain_ns, OR_REPS, sizeof *drain_ns, cmp_u64);
+        orecv = drain_ns[OR_REPS / 2] / 1e3 / OR_BURST;
+    } else {
+        for (int r = 0; r < OR_REPS; r++) {
+            while (!hold_now) AM_Poll(eb);
+            hold_now = 0;
+            spin_ns(OR_HOLD_NS); /* not polling: the burst waits in our NIC's lane */
+            int want = stream_count + OR_BURST;
+            uint64_t t0 = now_ns();
+            while (stream_count < want) AM_Poll(eb);
+            uint64_t dt = now_ns() - t0;
+            CK(AM_Request2(ep, 0, 9, (int)(dt & 0x7fffffff), r));
+        }
+        stream_count = 0;
     }
     CK(AMX_SPMDBarrier());
     if (rank == 0) {
@@ -163,19 +195,6 @@ static void logp(const char *path, const char *label, double lat_us) {
             fclose(f);
         }
     }
-}
-/* rank 1: time spent handling a stream, reported in ns through the reply */
-static uint64_t stream_t0;
-static void timed_sink(void *token, int a, int b) {
-    (void)token; (void)a; (void)b;
-    if (stream_count++ == 0) stream_t0 = now_ns();
-}
-static void timed_done(void *token, int x) {
-    (void)x;
-    uint64_t dt = now_ns() - stream_t0;
-    int n = stream_count;
-    stream_count = 0;
-    AM_Reply1(token, 4, n ? (int)(dt * 1000 / (uint64_t)n) : 0); /* picoseconds per message */
 }
 
 static void usage(void) {
@@ -211,7 +230,9 @@ int main(int argc, char **argv) {
     CK(AM_SetHandler(ep, 3, sink));
     CK(AM_SetHandler(ep, 4, done_rep));
     CK(AM_SetHandler(ep, 5, done_req));
-    CK(AM_SetHandler(ep, 6, timed_done));
+    CK(AM_SetHandler(ep, 7, hold_req));
+    CK(AM_SetHandler(ep, 8, hold_rep));
+    CK(AM_SetHandler(ep, 9, drain_report));
     FILE *csv = NULL;
     if (rank == 0 && csvpath && !(csv = fopen(csvpath, "a"))) DIE("cannot open %s", csvpath);
     if (rank == 0) printf("# am_bench: shm, mode=%s, one-way latency in us\n", mode);
@@ -232,7 +253,7 @@ int main(int argc, char **argv) {
             }
             lat = (now_ns() - t0) / 2e3 / iters;
         }
-        CK(AM_SetHandler(ep, 3, timed_sink));
+        CK(AM_SetHandler(ep, 3, counting_sink));
         logp(logp_csv, label, lat);
     }
     if (csv) fclose(csv);

@@ -438,7 +438,6 @@ public:
     void ring(const nicfw_doorbell& db) {
         if (!try_ring(db)) ring_full(db);
     }
-    // Inline progress: steps the engine once if no one else is. True if it did work.
     // Inline progress after a send was posted: a step, so the send leaves now. With
     // transmit batching (txbatch=N) the step only takes the doorbell and builds the
     // frames; they leave with the next step that is not a post's (a poll, a wait) or
@@ -455,6 +454,7 @@ public:
         lock_.unlock();
         if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
     }
+    // Inline progress: steps the engine once if no one else is. True if it did work.
     bool progress() {
         if (cfg_.progress == Progress::kThread) return false;
         if (!lock_.try_lock()) return false;

@@ -153,7 +153,7 @@ TEST(UdpTransport, Options) {
     struct Bad {
         const char* opts;
     } bad[] = {{",port=70000"}, {",port=-1"}, {",port=x"}, {",mtu=100"}, {",mtu=65508"}, {",mtu="},
-               {",local=shm"},  {",rx=fast"}, {",colour=blue"}};
+               {",local=shm"},  {",rx=fast"}, {",tx=direct"}, {",tx="}, {",colour=blue"}};
     for (const Bad& b : bad) {
         std::string why;
         int rc = 0;
@@ -172,7 +172,7 @@ TEST(UdpTransport, Options) {
     // Through the registry, with the options every kind takes.
     DeviceSpec spec;
     std::string why;
-    ASSERT_EQ(0, parse_device_name("udp:addr=127.0.0.1,local=wire,progress=thread,mtu=9000", &spec, &why));
+    ASSERT_EQ(0, parse_device_name("udp:addr=127.0.0.1,local=wire,progress=thread,txbatch=8,mtu=9000,tx=uring", &spec, &why));
     std::unique_ptr<Transport> t;
     ASSERT_EQ(0, create_transport(spec, &t, &why)) << why;
     EXPECT_STREQ("udp", t->name());
@@ -291,7 +291,8 @@ TEST(UdpTransport, ReceiverPolledFromAnotherThread) {
 }
 
 TEST(UdpTransport, BatchedUntilFlushAndPacedPerStep) {
-    auto a = make(), b = make();
+  for (const char* mode : {"", ",tx=uring"}) {
+    auto a = make(mode), b = make(mode);
     int pb = resolve(*a, *b);
     receive(*b, 1, 10);  // arms b's receive
     int n = 0;
@@ -302,9 +303,13 @@ TEST(UdpTransport, BatchedUntilFlushAndPacedPerStep) {
     auto got = receive(*b, 32);
     ASSERT_EQ(32u, got.size());
     for (int i = 0; i < 32; i++) EXPECT_TRUE(check(got[i].data.data(), 64, static_cast<uint32_t>(i)));
+    EXPECT_EQ(0u, a->tx_queued());
     EXPECT_TRUE(send(*a, pb, 64, 99));  // a new step may send again
-    a->tx_flush();
-    EXPECT_EQ(1u, receive(*b, 1).size());
+    EXPECT_EQ(1u, a->tx_queued());
+    a->tx_flush();  // one datagram: sendmsg with tx=auto, the ring with tx=uring
+    EXPECT_EQ(0u, a->tx_queued());
+    EXPECT_EQ(1u, receive(*b, 1).size()) << mode;
+  }
 }
 
 TEST(UdpTransport, MalformedTruncatedAndStrangers) {
@@ -426,7 +431,8 @@ TEST(UdpTransport, DeadPeerByIcmp) {
 // An ICMP port-unreachable report (IP_RECVERR) fails the socket's next send, whatever
 // that send's destination: the transport must send that datagram again, not lose it.
 TEST(UdpTransport, SendAfterAnIcmpReportIsNotLost) {
-    for (const char* mode : {",rx=multishot", ",rx=syscall"}) {
+    // One datagram per flush: sendmsg (tx=auto) or the ring (tx=uring) fails it alike.
+    for (const char* mode : {",rx=multishot", ",rx=syscall", ",tx=uring"}) {
         auto a = make(mode), b = make(mode), gone = make(mode);
         int pb = resolve(*a, *b), pg = resolve(*a, *gone);
         gone.reset();

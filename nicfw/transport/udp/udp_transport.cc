@@ -147,6 +147,12 @@ int UdpTransport::parse_options(const DeviceSpec& spec, UdpOptions* out, std::st
                 return -EINVAL;
             }
             o.rx_syscall = v == "syscall";
+        } else if (k == "tx") {
+            if (v != "auto" && v != "uring") {
+                *why = "udp: tx must be auto or uring (got '" + v + "')";
+                return -EINVAL;
+            }
+            o.tx_direct = v == "auto";
         } else {
             *why = "udp takes no option '" + k + "'";
             return -EINVAL;
@@ -199,6 +205,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     int rc = t->setup_ring(why);
     if (rc < 0) return rc;
     t->rx_syscall_ = opt.rx_syscall || t->br_ == nullptr;
+    t->tx_direct_ = opt.tx_direct;
     *out = std::move(t);
     return 0;
 }
@@ -225,6 +232,7 @@ int UdpTransport::setup_ring(std::string* why) {
 
     tx_mem_.resize(static_cast<size_t>(tx_slots) * mtu_);
     tx_slots_.resize(tx_slots);
+    tx_queue_.reserve(tx_slots);
     for (uint32_t i = 0; i < tx_slots; i++) {
         TxSlot& s = tx_slots_[i];
         s.buf = tx_mem_.data() + static_cast<size_t>(i) * mtu_;
@@ -383,17 +391,51 @@ void UdpTransport::tx_commit(int peer, uint32_t len) {
     s.iov.iov_len = kPreamble + len;
     s.to = p.sa;  // a copy: peers_ may grow before the kernel reads it
     s.resent = false;
-    if (!queue_send(slot)) {  // the kernel would not take submissions: the frame is lost
-        stats_.tx_errors++;
-        tx_free_.push_back(slot);
-        return;
-    }
+    queue_send(slot);
     step_frames_++;
 }
 
+void UdpTransport::queue_send(int slot) { tx_queue_.push_back(slot); }
+
+// Hands the queued datagrams to the kernel: one alone by sendmsg (tx=auto), more as
+// sendmsg requests in one io_uring_enter, with whatever else waits in the ring.
 void UdpTransport::submit() {
-    if (unsubmitted_ == 0) return;
+    if (tx_queue_.empty() && unsubmitted_ == 0) return;
+    if (tx_direct_ && tx_queue_.size() == 1 && unsubmitted_ == 0) {
+        int slot = tx_queue_[0];
+        tx_queue_.clear();
+        // MSG_DONTWAIT: a full socket fails the send (a lost frame) instead of parking it.
+        ssize_t r = sendmsg(fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
+        send_done(slot, r >= 0 ? static_cast<int>(r) : -errno);
+        return;
+    }
+    size_t queued = 0;
+    for (; queued < tx_queue_.size(); queued++) {
+        io_uring_sqe* sqe = next_sqe();
+        if (!sqe) break;  // the kernel would not take submissions: the rest wait
+        int slot = tx_queue_[queued];
+        io_uring_prep_sendmsg(sqe, fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
+        io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
+        unsubmitted_++;
+    }
+    tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(queued));
     if (io_uring_submit(&ring_) >= 0) unsubmitted_ = 0;  // else they go with the next flush
+}
+
+void UdpTransport::send_done(int slot, int res) {
+    if (res >= 0) {
+        stats_.tx_datagrams++;
+    } else if (refused_by_pending_icmp(res) && !tx_slots_[slot].resent) {
+        // With IP_RECVERR an ICMP error for any destination fails the socket's next send
+        // (sk_err) and is then cleared: this datagram never left. Send it again (once).
+        errors_pending_ = true;
+        tx_slots_[slot].resent = true;
+        queue_send(slot);
+        return;
+    } else {
+        stats_.tx_errors++;
+    }
+    tx_free_.push_back(slot);
 }
 
 void UdpTransport::tx_flush() {
@@ -414,8 +456,8 @@ bool UdpTransport::send_probe(Peer& p) {
     s.iov.iov_len = kPreamble;
     s.to = p.sa;
     s.resent = false;
-    if (!queue_send(slot)) return false;
     tx_free_.pop_back();
+    queue_send(slot);
     return true;
 }
 
@@ -450,15 +492,6 @@ void UdpTransport::rearm_here() {
     arm_recv();  // submits both
 }
 
-bool UdpTransport::queue_send(int slot) {
-    io_uring_sqe* sqe = next_sqe();
-    if (!sqe) return false;
-    // MSG_DONTWAIT: a full socket fails the send (a lost frame) instead of parking it.
-    io_uring_prep_sendmsg(sqe, fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
-    io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
-    unsubmitted_++;
-    return true;
-}
 
 void UdpTransport::recycle(int bid) {
     io_uring_buf_ring_add(br_, rx_mem_ + static_cast<size_t>(bid) * rx_buf_size_, rx_buf_len_,
@@ -479,21 +512,7 @@ void UdpTransport::reap() {
             } else if (c.user_data == kCancelTag) {
                 continue;  // the cancelled receive reports itself
             } else {
-                int slot = static_cast<int>(c.user_data);
-                if (c.res >= 0) {
-                    stats_.tx_datagrams++;
-                } else if (refused_by_pending_icmp(c.res) && !tx_slots_[slot].resent) {
-                    // With IP_RECVERR an ICMP error for any destination fails the
-                    // socket's next send (sk_err) and is then cleared: this datagram
-                    // never left. Send it again (once).
-                    errors_pending_ = true;
-                    tx_slots_[slot].resent = true;
-                    if (queue_send(slot)) continue;
-                    stats_.tx_errors++;
-                } else {
-                    stats_.tx_errors++;
-                }
-                tx_free_.push_back(slot);
+                send_done(static_cast<int>(c.user_data), c.res);
             }
         }
         io_uring_cq_advance(&ring_, n);

@@ -5,8 +5,11 @@
 // recvmsg (kernel >= 6.0) and reads its completion queue. The ring's receive costs about
 // a microsecond more per datagram on a veth pair (task work per datagram; measured in
 // docs/transports.md), so the default receives with the system call.
-// Sends are batched: tx_commit queues a sendmsg; rx_burst (the step's send phase is over)
-// and tx_flush submit everything committed with one io_uring_enter. Buffers are
+// Sends are batched: tx_commit queues a frame; rx_burst (the step's send phase is over)
+// and tx_flush hand everything committed to the kernel: two or more datagrams as
+// sendmsg requests in one io_uring_enter, a single one (the ping-pong case) with a
+// plain sendmsg, which costs 0.2-0.8 us less per datagram here (tx=auto, the default;
+// tx=uring sends every datagram through the ring; docs/transports.md). Buffers are
 // allocated once, at creation.
 //
 // The wire can lose datagrams, so lossy() is true and reliable VIs retransmit.
@@ -57,6 +60,7 @@ struct UdpOptions {
     uint16_t port = 0;       // host byte order; 0: ephemeral
     uint32_t mtu = 1472;     // bytes of UDP payload per datagram (preamble + frame)
     bool rx_syscall = true;  // rx=syscall (default): recvmmsg; rx=multishot: io_uring's multishot ring
+    bool tx_direct = true;   // tx=auto (default): a flush of one datagram is a sendmsg; tx=uring: never
 };
 
 struct UdpStats {
@@ -99,7 +103,7 @@ public:
     uint8_t* tx_reserve(int peer, uint32_t len) override;
     void tx_commit(int peer, uint32_t len) override;
     void tx_flush() override;
-    uint32_t tx_queued() const override { return unsubmitted_; }
+    uint32_t tx_queued() const override { return static_cast<uint32_t>(tx_queue_.size()); }
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override;
     void poll_slow(std::vector<TransportEvent>& events) override;
@@ -143,7 +147,8 @@ private:
     void recv_syscall();
     bool take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid);
     void recycle(int bid);
-    bool queue_send(int slot);  // queues slot's sendmsg; false if the ring takes none
+    void queue_send(int slot);  // slot's datagram goes with the next submit()
+    void send_done(int slot, int res);  // a send's result (a completion, or sendmsg's)
     void drain_errors();
     bool send_probe(Peer& p);
     io_uring_sqe* next_sqe();
@@ -165,7 +170,9 @@ private:
     std::vector<uint8_t> tx_mem_;
     std::vector<int> tx_free_;
     int tx_cur_ = -1;        // slot handed out by tx_reserve
-    uint32_t unsubmitted_ = 0;
+    std::vector<int> tx_queue_;  // slots committed, not yet handed to the kernel
+    bool tx_direct_ = true;
+    uint32_t unsubmitted_ = 0;   // requests in the submission queue not yet submitted
     uint32_t step_frames_ = 0;  // committed since the last tx_flush
 
     // rx: provided buffers (multishot) or recvmmsg buffers (rx=syscall).

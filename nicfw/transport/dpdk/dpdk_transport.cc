@@ -12,6 +12,7 @@
 #include <rte_ethdev.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 
 #include <algorithm>
@@ -226,6 +227,35 @@ bool memif_link_up(uint16_t port, bool client) {
     return false;
 }
 
+// The NIC's mbuf pool. A software port (a vdev: af_packet, af_xdp, memif) does no DMA,
+// so its mbufs need not be IOVA-contiguous and are packed one after another. Without
+// that, under --no-huge (4 KiB pages) DPDK starts each 2,368-byte mbuf on a page of its
+// own, and the pool spans 1.7 times what net_af_xdp registers as its UMEM (populated
+// size x object size from the first object): 42% of the mbufs lay beyond the UMEM, the
+// kernel refused them as invalid transmit descriptors and useless fill entries, and
+// once a stream cycled through the whole pool (a firmware thread has no mempool cache)
+// frames stopped both ways.
+rte_mempool* create_pool(const char* name, unsigned n, uint16_t room, bool dense) {
+    if (!dense) return rte_pktmbuf_pool_create(name, n, 64, 0, room, SOCKET_ID_ANY);
+    rte_mempool* mp = rte_mempool_create_empty(name, n, sizeof(rte_mbuf) + room, 64, sizeof(rte_pktmbuf_pool_private),
+                                               SOCKET_ID_ANY, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+    if (!mp) return nullptr;
+    rte_pktmbuf_pool_private priv{};
+    priv.mbuf_data_room_size = room;
+    int rc = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr);
+    if (rc == 0) {
+        rte_pktmbuf_pool_init(mp, &priv);
+        rc = rte_mempool_populate_default(mp);
+    }
+    if (rc < 0) {
+        rte_mempool_free(mp);
+        rte_errno = -rc;
+        return nullptr;
+    }
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+    return mp;
+}
+
 void put32(uint8_t* p, uint32_t v) { memcpy(p, &v, 4); }
 uint32_t get32(const uint8_t* p) { uint32_t v; memcpy(&v, p, 4); return v; }
 uint64_t get64(const uint8_t* p) { uint64_t v; memcpy(&v, p, 8); return v; }
@@ -337,7 +367,7 @@ int DpdkTransport::open_port(const DpdkOptions& o, std::string* why) {
     if (af_xdp) n += kAfXdpFillRing + kAfXdpCompletionRing;
     char pname[RTE_MEMPOOL_NAMESIZE];
     snprintf(pname, sizeof pname, "softvia%u", e.pools++);
-    pool_ = rte_pktmbuf_pool_create(pname, n, 64, 0, static_cast<uint16_t>(room), SOCKET_ID_ANY);
+    pool_ = create_pool(pname, n, static_cast<uint16_t>(room), !o.vdev_name.empty());
     if (!pool_)
         return fail("cannot create the mbuf pool (more memory: eal=-m+256)", rte_errno ? -rte_errno : -ENOMEM);
     rc = rte_eth_rx_queue_setup(port, 0, rxd, SOCKET_ID_ANY, nullptr, pool_);

@@ -57,18 +57,16 @@ for rel in U RD; do
 done
 # The packet rate three ways. Inline progress with txbatch=32 (a post's frames wait for a
 # batch of 32 or the program's next poll: one af_packet send call per burst, as
-# testpmd's bursts of 32) is the one set against testpmd. A firmware thread per NIC
-# drains every posted send in one step (bursts too, but two busy threads per core here).
-# Plain inline progress sends at every post: one send system call per frame.
-for mode in txbatch thread inline; do
-  progress=$mode opts=""
-  [[ $mode == txbatch ]] && { progress=inline; opts=txbatch=32; }
-  out=$(SV_DPDK_OPTS=$opts timeout 300 "$pair" "$run" af_packet --pin --timeout 280 -- "$bench" --reliability RD \
-          --progress $progress --iters $((iters * 10)) --sizes 8 --only bw 2>&1)
-  echo "$mode: $(echo "$out" | grep -E "^stream")"
-  rate=$(echo "$out" | awk '$1 == "stream" && $2 == 8 {print $4}' | head -1)
-  case $mode in txbatch) our_rate=$rate ;; thread) our_rate_thread=$rate ;; inline) our_rate_inline=$rate ;; esac
-done
+# testpmd's bursts of 32) is the one set against testpmd, in rounds with it (below). A
+# firmware thread per NIC drains every posted send in one step (bursts too, but two
+# busy threads per core here). Plain inline progress sends at every post: one send
+# system call per frame.
+our_rate_at() {  # progress, txbatch option -> frames/s
+  SV_DPDK_OPTS=$2 timeout 300 "$pair" "$run" af_packet --pin --timeout 280 -- "$bench" --reliability RD \
+    --progress "$1" --iters $((iters * 10)) --sizes 8 --only bw 2>&1 | awk '$1 == "stream" && $2 == 8 {print $4}' | head -1
+}
+our_rate_thread=$(our_rate_at thread ""); echo "thread: $our_rate_thread frames/s"
+our_rate_inline=$(our_rate_at inline ""); echo "inline: $our_rate_inline frames/s"
 out=$(SV_DPDK_OPTS=txbatch=32 timeout 300 "$pair" "$run" af_packet --pin --timeout 280 -- "$bench" --reliability RD \
         --iters "$iters" --sizes 4096 --only bw 2>&1)
 echo "4 KiB, txbatch: $(echo "$out" | grep -E "^stream")"
@@ -99,10 +97,9 @@ else
 fi
 
 echo
-echo "== dpdk-testpmd txonly -> rxonly, net_af_packet with the same ring settings, 64 B frames"
-tpmd_rate=""
-if command -v dpdk-testpmd >/dev/null && veth; then
-  eal="--no-huge -m 512 --no-shconf --no-pci --no-telemetry --log-level=error"
+tpmd_rate_now() {  # -> testpmd's receive rate (median of its per-second figures), or nothing
+  command -v dpdk-testpmd >/dev/null && veth || return
+  local eal="--no-huge -m 512 --no-shconf --no-pci --no-telemetry --log-level=error" rx
   ip netns exec "$nsa" timeout -s INT $((secs + 6)) dpdk-testpmd --lcores=0@1,1@0 $eal --file-prefix=svtx$id \
     --vdev="net_af_packet0,iface=$va,$ring" -- --total-num-mbufs=16384 --forward-mode=txonly --txpkts=64 \
     --tx-first --stats-period 1 >/dev/null 2>&1 &
@@ -111,15 +108,22 @@ if command -v dpdk-testpmd >/dev/null && veth; then
          --vdev="net_af_packet1,iface=$vb,$ring" -- --total-num-mbufs=16384 --forward-mode=rxonly \
          --stats-period 1 2>/dev/null)
   wait
-  # The median of the per-second receive rates once traffic flows.
-  tpmd_rate=$(echo "$rx" | awk '/Rx-pps:/ && $2 > 0 {print $2}' | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}')
   rmdir /var/run/dpdk/svtx$id /var/run/dpdk/svrx$id 2>/dev/null
-  echo "receiver Rx-pps (median of per-second figures): ${tpmd_rate:-n/a}"
-else
-  echo "dpdk-testpmd not installed (apt-get install dpdk-dev)"
-fi
+  echo "$rx" | awk '/Rx-pps:/ && $2 > 0 {print $2}' | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}'
+}
+. "$here/bench_common.sh"  # median, rounds (3 here, 1 with --quick)
+rounds=$((quick ? 1 : 3))
+echo "== frame rate in $rounds round(s): ours (inline, txbatch=32) and dpdk-testpmd txonly -> rxonly, net_af_packet"
+echo "   with the same ring settings, 64 B frames, back to back"
+command -v dpdk-testpmd >/dev/null || echo "dpdk-testpmd not installed (apt-get install dpdk-dev)"
+r_ours=() r_tpmd=() r_q=()
+for ((r = 1; r <= rounds; r++)); do
+  o=$(our_rate_at inline txbatch=32); t=$(tpmd_rate_now)
+  echo "round $r: ours $o frames/s, testpmd ${t:-n/a} Rx-pps"
+  r_ours+=("$o") r_tpmd+=("$t") r_q+=("$(ratio "$o" "$t")")
+done
+our_rate=$(median "${r_ours[@]}"); tpmd_rate=$(median "${r_tpmd[@]}")
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 echo
 printf "%-34s %12s %12s %8s  %s\n" metric ours peer ratio target
 printf "%-34s %12s %12s %8s  %s\n" "8 B one-way latency us, U" "${our_lat:-n/a}" "${udp_lat:-n/a}" \
@@ -127,7 +131,7 @@ printf "%-34s %12s %12s %8s  %s\n" "8 B one-way latency us, U" "${our_lat:-n/a}"
 printf "%-34s %12s %12s %8s  %s\n" "8 B one-way latency us, RD" "${our_lat_rd:-n/a}" "${udp_lat:-n/a}" \
   "$(ratio "$our_lat_rd" "$udp_lat")" "ours/kernel UDP <= 1.00"
 printf "%-34s %12s %12s %8s  %s\n" "packet rate, frames/s (8 B, txbatch)" "${our_rate:-n/a}" "${tpmd_rate:-n/a}" \
-  "$(ratio "$our_rate" "$tpmd_rate")" "ours/testpmd >= 0.80"
+  "$(median "${r_q[@]}")" "ours/testpmd >= 0.80 (median of rounds)"
 printf "%-34s %12s %12s %8s  %s\n" "packet rate, frames/s (8 B, thread)" "${our_rate_thread:-n/a}" "${tpmd_rate:-n/a}" \
   "$(ratio "$our_rate_thread" "$tpmd_rate")" "(two busy threads per core)"
 printf "%-34s %12s %12s %8s  %s\n" "packet rate, frames/s (8 B, inline)" "${our_rate_inline:-n/a}" "${tpmd_rate:-n/a}" \

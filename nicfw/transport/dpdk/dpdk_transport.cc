@@ -473,16 +473,16 @@ void DpdkTransport::on_shim(uint8_t kind, uint32_t src_nonce) {
 // for the link to go down. A peer that does not poll meanwhile (inline progress, not in
 // a VIPL call) is not waited for longer than that.
 void DpdkTransport::memif_goodbye() {
-    auto deadline = [](int ms) {
+    auto ms_from_now = [](int ms) {
         timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + (uint64_t)ms;
     };
-    uint64_t end = deadline(kByeWaitMs);
+    uint64_t end = ms_from_now(kByeWaitMs);
     if (!quiesced_ && link_up()) {
         closing_ = true;
         send_shim(kShimBye);
-        while (!bye_done_ && link_up() && deadline(0) < end) {
+        while (!bye_done_ && link_up() && ms_from_now(0) < end) {
             rte_mbuf* rx[kBurst];
             uint16_t got = rte_eth_rx_burst(port_, 0, rx, kBurst);
             for (uint16_t i = 0; i < got; i++) {
@@ -496,7 +496,7 @@ void DpdkTransport::memif_goodbye() {
         }
     }
     if (quiesced_)
-        while (link_up() && deadline(0) < end) usleep(1000);
+        while (link_up() && ms_from_now(0) < end) usleep(1000);
 }
 
 // ---------------------------------------------------------------- peers

@@ -492,7 +492,6 @@ void UdpTransport::rearm_here() {
     arm_recv();  // submits both
 }
 
-
 void UdpTransport::recycle(int bid) {
     io_uring_buf_ring_add(br_, rx_mem_ + static_cast<size_t>(bid) * rx_buf_size_, rx_buf_len_,
                           static_cast<unsigned short>(bid), io_uring_buf_ring_mask(rx_bufs_), 0);

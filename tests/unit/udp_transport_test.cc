@@ -291,25 +291,25 @@ TEST(UdpTransport, ReceiverPolledFromAnotherThread) {
 }
 
 TEST(UdpTransport, BatchedUntilFlushAndPacedPerStep) {
-  for (const char* mode : {"", ",tx=uring"}) {
-    auto a = make(mode), b = make(mode);
-    int pb = resolve(*a, *b);
-    receive(*b, 1, 10);  // arms b's receive
-    int n = 0;
-    while (n < 1000 && send(*a, pb, 64, static_cast<uint32_t>(n))) n++;
-    EXPECT_EQ(32, n);  // one engine step sends at most what a receiver takes in one burst
-    EXPECT_TRUE(receive(*b, 1, 50).empty());  // committed, not submitted
-    a->tx_flush();
-    auto got = receive(*b, 32);
-    ASSERT_EQ(32u, got.size());
-    for (int i = 0; i < 32; i++) EXPECT_TRUE(check(got[i].data.data(), 64, static_cast<uint32_t>(i)));
-    EXPECT_EQ(0u, a->tx_queued());
-    EXPECT_TRUE(send(*a, pb, 64, 99));  // a new step may send again
-    EXPECT_EQ(1u, a->tx_queued());
-    a->tx_flush();  // one datagram: sendmsg with tx=auto, the ring with tx=uring
-    EXPECT_EQ(0u, a->tx_queued());
-    EXPECT_EQ(1u, receive(*b, 1).size()) << mode;
-  }
+    for (const char* mode : {"", ",tx=uring"}) {
+        auto a = make(mode), b = make(mode);
+        int pb = resolve(*a, *b);
+        receive(*b, 1, 10);  // arms b's receive
+        int n = 0;
+        while (n < 1000 && send(*a, pb, 64, static_cast<uint32_t>(n))) n++;
+        EXPECT_EQ(32, n);  // one engine step sends at most what a receiver takes in one burst
+        EXPECT_TRUE(receive(*b, 1, 50).empty());  // committed, not submitted
+        a->tx_flush();
+        auto got = receive(*b, 32);
+        ASSERT_EQ(32u, got.size());
+        for (int i = 0; i < 32; i++) EXPECT_TRUE(check(got[i].data.data(), 64, static_cast<uint32_t>(i)));
+        EXPECT_EQ(0u, a->tx_queued());
+        EXPECT_TRUE(send(*a, pb, 64, 99));  // a new step may send again
+        EXPECT_EQ(1u, a->tx_queued());
+        a->tx_flush();  // one datagram: sendmsg with tx=auto, the ring with tx=uring
+        EXPECT_EQ(0u, a->tx_queued());
+        EXPECT_EQ(1u, receive(*b, 1).size()) << mode;
+    }
 }
 
 TEST(UdpTransport, MalformedTruncatedAndStrangers) {

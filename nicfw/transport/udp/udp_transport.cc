@@ -377,14 +377,12 @@ uint8_t* UdpTransport::tx_reserve(int peer, uint32_t len) {
     return tx_slots_[tx_cur_].buf + kPreamble;
 }
 
-void UdpTransport::tx_commit(int peer, uint32_t len) {
-    Peer& p = peers_[peer];
-    int slot = tx_cur_;
-    tx_cur_ = -1;
+// Writes slot's preamble for p and queues the datagram (len bytes after the preamble).
+void UdpTransport::queue_datagram(int slot, const Peer& p, uint8_t type, uint32_t len) {
     TxSlot& s = tx_slots_[slot];
     put32(s.buf + kPMagic, kMagic);
     memset(s.buf + kPType, 0, 4);
-    s.buf[kPType] = kTypeFrame;
+    s.buf[kPType] = type;
     put64(s.buf + kPHost, host_id_);
     put32(s.buf + kPSrcNonce, nonce_);
     put32(s.buf + kPDstNonce, p.nonce);
@@ -392,6 +390,12 @@ void UdpTransport::tx_commit(int peer, uint32_t len) {
     s.to = p.sa;  // a copy: peers_ may grow before the kernel reads it
     s.resent = false;
     queue_send(slot);
+}
+
+void UdpTransport::tx_commit(int peer, uint32_t len) {
+    int slot = tx_cur_;
+    tx_cur_ = -1;
+    queue_datagram(slot, peers_[peer], kTypeFrame, len);
     step_frames_++;
 }
 
@@ -446,18 +450,8 @@ void UdpTransport::tx_flush() {
 bool UdpTransport::send_probe(Peer& p) {
     if (tx_free_.empty()) return false;
     int slot = tx_free_.back();
-    TxSlot& s = tx_slots_[slot];
-    put32(s.buf + kPMagic, kMagic);
-    memset(s.buf + kPType, 0, 4);
-    s.buf[kPType] = kTypeProbe;
-    put64(s.buf + kPHost, host_id_);
-    put32(s.buf + kPSrcNonce, nonce_);
-    put32(s.buf + kPDstNonce, p.nonce);
-    s.iov.iov_len = kPreamble;
-    s.to = p.sa;
-    s.resent = false;
     tx_free_.pop_back();
-    queue_send(slot);
+    queue_datagram(slot, p, kTypeProbe, 0);
     return true;
 }
 

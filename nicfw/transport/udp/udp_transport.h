@@ -148,6 +148,7 @@ private:
     bool take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid);
     void recycle(int bid);
     void queue_send(int slot);  // slot's datagram goes with the next submit()
+    void queue_datagram(int slot, const Peer& p, uint8_t type, uint32_t len);
     void send_done(int slot, int res);  // a send's result (a completion, or sendmsg's)
     void drain_errors();
     bool send_probe(Peer& p);

@@ -42,7 +42,7 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     vi.rx_has_desc = false;
     vi.rx_write = false;
     vi.acks_owed = 0;  // a later connection must not inherit them (flush_acks drops the listing)
-    vi.ack_hold = false;
+    vi.ack_hold = vi.ack_dense = false;
     while (!vi.rq.empty()) {
         complete(vi, true, vi.rq.front().desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
         vi.rq.pop();

@@ -276,24 +276,34 @@ bool Engine::flush_backlog() {
     return did;
 }
 
+// Whether vi's owed ACK may wait for a later step (flush_acks). Request/reply traffic
+// (ack_hold): up to kAckHoldNs for a data frame to carry it. A one-way stream (its
+// messages arrive within kAckDenseNs of each other, and the last one did so just now):
+// up to kAckStreamMsgs messages or kAckStreamNs, so that a receiver answers a stream
+// with one ACK frame per several messages rather than one per step. A message that
+// comes alone, as in send-wait-send, is acknowledged at once.
+bool Engine::hold_ack(const Vi& vi, uint64_t now) {
+    if (vi.ack_hold && vi.acks_owed < kAckHoldMsgs && now - vi.ack_since < kAckHoldNs) return true;
+    return vi.ack_dense && vi.acks_owed < kAckStreamMsgs && now - vi.ack_last_ns < kAckDenseNs &&
+           now - vi.ack_since < kAckStreamNs;
+}
+
 // One ACK per VI per step covers every request placed since the last one (acks_owed),
 // so a burst of receives costs one frame back.
 bool Engine::flush_acks(bool now) {
     bool did = false;
+    uint64_t clock = 0;  // read once, at the first VI that could hold
     for (size_t i = 0; i < ack_owed_.size();) {
         Vi* vi = ack_owed_[i];
         bool done = vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED || vi->acks_owed == 0;
-        // Request/reply traffic (a data frame followed our last ACK frame within
-        // kAckHoldNs: ack_hold): an ACK for a few messages waits up to kAckHoldNs for a
-        // data frame to carry it. On a wire where a frame costs a system call (udp over
-        // veth) a separate ACK ahead of the reply delays the reply by a whole frame time.
-        // One-way traffic never holds (a hold that ran out turns it off): its sender
-        // would only wait longer, and a preempted receiver would more often let the
-        // retransmit timer fire. A GAP ACK goes at once. With inline progress, steps come
-        // only with the program's calls: the guard thread sends a held ACK that no call
-        // comes for, and disconnect, close and exit flush (now = true).
-        if (!done && !now && vi->ack_hold && vi->rel_proto && !vi->ack_gap && vi->acks_owed < kAckHoldMsgs &&
-            rtx_clock() - vi->ack_since < kAckHoldNs) {
+        // A held ACK (hold_ack) waits for a later step. On a wire where a frame costs a
+        // system call (udp or af_packet over veth) a separate ACK ahead of a reply delays
+        // the reply by a whole frame time, and one per step of a stream costs the
+        // receiver a call per few messages. A GAP ACK goes at once. With inline
+        // progress, steps come only with the program's calls: the guard thread sends a
+        // held ACK that no call comes for, and disconnect, close and exit flush (now =
+        // true).
+        if (!done && !now && vi->rel_proto && !vi->ack_gap && hold_ack(*vi, clock ? clock : (clock = rtx_clock()))) {
             if (cfg_.progress == Progress::kInline) {
                 acks_held_.store(true, std::memory_order_relaxed);
                 start_guard();

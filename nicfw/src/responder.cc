@@ -472,12 +472,16 @@ void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
 void Engine::apply_ack(Vi& vi, uint32_t seq, bool gap) {
     // Cumulative: seq is the next message the target expects, so everything before it
     // has been placed (a lost ACK is covered by the next one).
+    // The FIFO is in sequence order: the walk stops at the first request the ACK does not
+    // cover, so a window of 64 costs a stream no more per ACK than a window of 8.
     uint64_t timed = 0;  // when the newest request this ACK answers was sent, if only once
-    for (TxEntry& e : vi.pending)
-        if (e.kind == TxEntry::kAcked && !e.done && static_cast<int32_t>(e.seq - seq) < 0) {
+    for (TxEntry& e : vi.pending) {
+        if (static_cast<int32_t>(e.seq - seq) >= 0) break;
+        if (e.kind == TxEntry::kAcked && !e.done) {
             e.done = true;
             timed = e.resent ? 0 : e.sent_ns;
         }
+    }
     retire(vi);
     if (!vi.rel_proto) return;
     // Progress restarts the timers; an ACK beyond what we sent is forged and ignored.

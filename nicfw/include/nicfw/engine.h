@@ -336,6 +336,8 @@ struct Vi {
     uint64_t ack_since = 0;      // rtx_clock when the ACK owed became due (rel_proto only)
     uint64_t ack_frame_ns = 0;   // rtx_clock when our last ACK frame (not piggybacked) went
     bool ack_hold = false;       // request/reply traffic: hold ACKs for a data frame (flush_acks)
+    uint64_t ack_last_ns = 0;    // rtx_clock when the newest ACK owed became due (rel_proto only)
+    bool ack_dense = false;      // it came within kAckDenseNs of the one before: a stream (flush_acks)
 
     // A new connection counts requests from 0 and has nothing in flight.
     void reset_sequence() {
@@ -366,13 +368,16 @@ struct EngineConfig {
 constexpr uint32_t kMaxTxBatch = 256;  // a dpdk NIC queues at most this many frames
 
 // Retransmission parameters (docs/reliability.md).
-constexpr uint32_t kTxWindow = 32;              // requests in flight per reliable VI
+constexpr uint32_t kTxWindow = 64;              // requests in flight per reliable VI
 constexpr uint64_t kRtoInitialNs = 2000000;     // retransmit timeout before any RTT sample
 constexpr uint64_t kRtoMinNs = 200000;          // floor of the measured one (srtt + 4 rttvar)
 constexpr uint64_t kRtoMaxNs = 64000000;        // it doubles per retry up to this
 constexpr uint32_t kGapFramesBeforeNak = 2;     // out-of-order frames before a GAP ACK
 constexpr uint64_t kAckHoldNs = 20000;          // an ACK waits this long for a data frame to carry it
 constexpr uint32_t kAckHoldMsgs = 4;            // unless it already covers this many messages
+constexpr uint64_t kAckDenseNs = 2000;          // one-way stream: messages this close share an ACK,
+constexpr uint32_t kAckStreamMsgs = 16;         // up to this many of them
+constexpr uint64_t kAckStreamNs = 20000;        // and the oldest waits at most this long
 constexpr uint64_t kMaxRetryTimeoutMs = 3600000;
 
 class Engine {
@@ -552,9 +557,15 @@ private:
     bool try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
     bool flush_backlog();
     bool flush_acks(bool now = false);
+    bool hold_ack(const Vi& vi, uint64_t now);
     // An ACK goes to vi's peer at the end of this step (one frame for a burst).
     void owe_ack(Vi& vi) {
-        if (vi.acks_owed == 0 && vi.rel_proto) vi.ack_since = rtx_clock();
+        if (vi.rel_proto) {
+            const uint64_t now = rx_clock_;  // one clock read per burst, not per message
+            vi.ack_dense = now - vi.ack_last_ns < kAckDenseNs;
+            vi.ack_last_ns = now;
+            if (vi.acks_owed == 0) vi.ack_since = now;
+        }
         vi.acks_owed++;
         if (!vi.ack_listed) {
             vi.ack_listed = true;
@@ -680,6 +691,7 @@ private:
 
     uint32_t next_req_id_ = 0;  // connection request ids
     uint32_t step_count_ = 0;
+    uint64_t rx_clock_ = 0;  // rtx_clock when this step's receive burst came (owe_ack)
     uint64_t last_slow_ns_ = 0;
     uint64_t last_slow_tsc_ = 0;  // TSC at the last look at the slow path's clock
     uint32_t idle_looks_ = 0;     // idle steps that could have looked at it

@@ -530,3 +530,34 @@ TEST(UdpTransport, TxBatchHoldsPostsUntilABatchOrAPoll) {
     EXPECT_TRUE(arrived(7));
     for (int i = 0; i < 7; i++) EXPECT_EQ(8u, rds[size_t(i)]->CS.Length) << i;
 }
+
+// Reliable VIs on a lossy wire share an ACK across a dense one-way stream (messages
+// within kAckDenseNs of each other), but a message that comes alone is acknowledged in
+// the very step that places it: holding its ACK would only delay the sender's completion.
+TEST(UdpTransport, LoneReliableMessageIsAcknowledgedInTheStepThatPlacesIt) {
+    EngineConfig cfg;
+    cfg.device = "udp:addr=127.0.0.1,local=wire";
+    unit::Nic a(cfg), b(cfg);
+    ASSERT_TRUE(a.eng && b.eng);
+    Vi* va = a.vi(VIP_SERVICE_RELIABLE_DELIVERY);
+    Vi* vb = b.vi(VIP_SERVICE_RELIABLE_DELIVERY);
+    ASSERT_TRUE(unit::connect_peers(a.e(), va, b.e(), vb, "lone-a", "lone-b"));
+    ASSERT_TRUE(vb->rel_proto) << "udp is a lossy wire: reliable VIs retransmit";
+    const nicfw_status_page* st = b.e().status();  // ACK frames count in the NIC's counters only
+    for (int i = 0; i < 3; i++) {
+        VIP_DESCRIPTOR* rd = b.desc(1);
+        unit::init_desc(rd, 1);
+        unit::set_seg(rd, 0, b.alloc(64), b.memh, 64);
+        unit::post_recv(b.e(), vb, rd, b.memh);
+        VIP_DESCRIPTOR* sd = a.desc(1);
+        unit::init_desc(sd, 1);
+        unit::set_seg(sd, 0, a.alloc(64), a.memh, 8);
+        const uint64_t acks_before = st->nic.tx_frames;
+        unit::post_send(a.e(), va, sd, a.memh);
+        ASSERT_TRUE(unit::wait_done(b.e(), rd, 2000)) << "message " << i;
+        EXPECT_EQ(acks_before + 1, st->nic.tx_frames) << "message " << i << ": its ACK was held";
+        EXPECT_TRUE(unit::wait_done(a.e(), sd, 2000)) << "message " << i << ": send not completed by the ACK";
+        EXPECT_EQ(VIP_STATUS_DONE, unit::status_of(sd) & ~VIP_STATUS_OP_MASK) << i;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // alone: far apart
+    }
+}

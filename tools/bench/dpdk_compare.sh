@@ -8,8 +8,8 @@
 #   delivery shown too; inline progress, ranks pinned to cores 0 and 1) beside busy-polled kernel UDP over the same
 #   kind of veth pair (sockperf ping-pong --nonblocked, sides pinned to cores 0 and 1).
 #   Target: ours at or below kernel UDP's.
-# Packet rate: vipl_bench streaming 8 B messages (one frame each; RD; inline progress with
-#   txbatch=32, a firmware thread per NIC, plain inline) beside dpdk-testpmd
+# Packet rate: vipl_bench streaming 2 M 8 B messages, steady state (one frame each; RD;
+#   inline progress with txbatch=32, a firmware thread per NIC, plain inline) beside dpdk-testpmd
 #   with the same PMD and ring settings, txonly in one namespace and rxonly in the
 #   other, its forwarding cores pinned to 0 and 1 (the receiver's Rx-pps). Target:
 #   ours >= 0.8x testpmd's.

@@ -355,7 +355,7 @@ bool Engine::step_locked() {
     if (!tx_active_.empty()) did |= transmit();
     RxFrame frames[32];
     int n = tr_->rx_burst(frames, 32);
-    if (n) rx_clock_ = rtx_clock();
+    rx_clock_ = 0;
     for (int i = 0; i < n; i++) handle_frame(frames[i]);
     if (n) {
         tr_->rx_release();
@@ -507,7 +507,7 @@ bool Engine::fault_counters(FaultCounters* out) {
 void Engine::inject_frame(int peer, const uint8_t* data, uint32_t len) {
     CtlGuard g(lock_, ctl_waiters_);
     if (peer < 0 || static_cast<size_t>(peer) >= tr_->peer_count()) return;
-    rx_clock_ = rtx_clock();
+    rx_clock_ = 0;
     handle_frame(RxFrame{data, len, peer});
 }
 

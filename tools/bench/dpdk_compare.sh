@@ -61,8 +61,8 @@ done
 # firmware thread per NIC drains every posted send in one step (bursts too, but two
 # busy threads per core here). Plain inline progress sends at every post: one send
 # system call per frame.
-# Steady state, as testpmd's per-second figures are: $rate_msgs messages (3-4 s here; a
-# run of 200,000 spends a third of its time warming up, and reads 15-20% lower).
+# Steady state, as testpmd's per-second figures are: 2 M messages, 1 M with --quick (3-4 s
+# here; a run of 200,000 spends a third of its time warming up, and reads 15-20% lower).
 rate_msgs=$((quick ? 1000000 : 2000000))
 our_rate_at() {  # progress, txbatch option -> frames/s
   SV_DPDK_OPTS=$2 timeout 300 "$pair" "$run" af_packet --pin --timeout 280 -- "$bench" --reliability RD \

@@ -561,7 +561,8 @@ private:
     // An ACK goes to vi's peer at the end of this step (one frame for a burst).
     void owe_ack(Vi& vi) {
         if (vi.rel_proto) {
-            const uint64_t now = rx_clock_;  // one clock read per burst, not per message
+            if (rx_clock_ == 0) rx_clock_ = rtx_clock();  // one read per burst, not per message
+            const uint64_t now = rx_clock_;
             vi.ack_dense = now - vi.ack_last_ns < kAckDenseNs;
             vi.ack_last_ns = now;
             if (vi.acks_owed == 0) vi.ack_since = now;
@@ -691,7 +692,9 @@ private:
 
     uint32_t next_req_id_ = 0;  // connection request ids
     uint32_t step_count_ = 0;
-    uint64_t rx_clock_ = 0;  // rtx_clock when this step's receive burst came (owe_ack)
+    // rtx_clock at this receive burst's first message of a reliable VI on a lossy wire
+    // (owe_ack; 0 until one comes, so lossless wires never read the clock for it).
+    uint64_t rx_clock_ = 0;
     uint64_t last_slow_ns_ = 0;
     uint64_t last_slow_tsc_ = 0;  // TSC at the last look at the slow path's clock
     uint32_t idle_looks_ = 0;     // idle steps that could have looked at it

@@ -31,6 +31,7 @@ uint64_t now_ns() {
 int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::string* why) {
     std::string ignored;
     if (!why) why = &ignored;
+    hostmem::install();  // before the first access to host memory (hostmem.h)
     std::unique_ptr<Engine> e(new Engine());
     e->cfg_ = cfg;
     DeviceSpec dev;
@@ -133,7 +134,11 @@ bool Engine::has_ptag(uint32_t ptag) const {
 
 // ---------------------------------------------------------------- memory
 int Engine::register_mem(uint64_t va, uint64_t len, uint32_t ptag, bool rdma_w, bool rdma_r,
-                         uint32_t* memh) {
+                         uint32_t* memh, std::string* why) {
+    // The NIC must be able to do what the attributes allow: read any registered memory
+    // (sends gather from it) and write memory open to RDMA write. Memory the program
+    // makes inaccessible later is the device's fault handler's business (hostmem.h).
+    if (int rc = hostmem::check_access(va, len, rdma_w, why)) return rc;
     CtlGuard g(lock_, ctl_waiters_);
     if (!has_ptag(ptag)) return -EPERM;
     return mem_.add(va, len, ptag, rdma_w, rdma_r, memh);
@@ -157,14 +162,17 @@ int Engine::query_mem(uint64_t va, uint32_t memh, uint32_t* ptag, bool* rdma_w, 
     return 0;
 }
 
-int Engine::set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w, bool rdma_r) {
+int Engine::set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w, bool rdma_r,
+                          std::string* why) {
     CtlGuard g(lock_, ctl_waiters_);
     Region* r = mem_.find(memh);
     if (!r || r->base.load(std::memory_order_relaxed) != va) return -EINVAL;
     if (!has_ptag(ptag)) return -EPERM;
-    r->ptag = ptag;
-    r->rdma_write = rdma_w;
-    r->rdma_read = rdma_r;
+    // Opening it to RDMA write: it must be writable (register_mem).
+    if (rdma_w && !r->rdma_write) {
+        if (int rc = hostmem::check_access(va, r->len.load(std::memory_order_relaxed), true, why)) return rc;
+    }
+    mem_.set_attrs(r, ptag, rdma_w, rdma_r);
     return 0;
 }
 
@@ -312,15 +320,15 @@ bool Engine::service_doorbells() {
         if (db.queue == NICFW_RECVQ || db.queue == NICFW_REPLYQ) {
             WorkQueue& q = db.queue == NICFW_REPLYQ ? vi->rq_reply : vi->rq;
             if (st == VIP_STATE_ERROR || (db.queue == NICFW_REPLYQ && !vi->steering)) {
-                complete_on(*vi, db.queue, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+                complete_on(*vi, db.queue, w, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
             } else if (!q.push(w)) {
-                complete_on(*vi, db.queue, w.desc, VIP_STATUS_FORMAT_ERROR, 0);  // driver bounds it; never
+                complete_on(*vi, db.queue, w, VIP_STATUS_FORMAT_ERROR, 0);  // driver bounds it; never
             }
         } else {
             if (st != VIP_STATE_CONNECTED) {
-                complete(*vi, false, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(w.desc), 0);
+                complete(*vi, false, w, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(w.desc), 0);
             } else if (!vi->sq.push(w)) {
-                complete(*vi, false, w.desc, VIP_STATUS_FORMAT_ERROR, 0);
+                complete(*vi, false, w, VIP_STATUS_FORMAT_ERROR, 0);
             } else {
                 list_tx(*vi);
             }
@@ -518,7 +526,9 @@ void Engine::raise(Vi* vi, Cq* cq, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE res, VIP
     e.ViHandle = vi ? static_cast<VIP_VI_HANDLE>(vi->user) : nullptr;
     e.CQHandle = cq ? static_cast<VIP_CQ_HANDLE>(cq->user) : nullptr;
     e.DescriptorPtr = d;
-    e.OpCode = d ? (d->CS.Control & VIP_CONTROL_OP_MASK) : 0;
+    uint16_t control = 0;
+    if (d) hostmem::load(&d->CS.Control, &control);  // the program may have unmapped it
+    e.OpCode = control & VIP_CONTROL_OP_MASK;
     e.ResourceCode = res;
     e.ErrorCode = code;
     std::lock_guard<SpinLock> g(err_lock_);

@@ -115,13 +115,12 @@ HOT_INLINE bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     }
     WorkItem& w = rq.front();
     vi.rx_has_desc = true;
-    uint16_t n = 0;
+    VIP_CONTROL_SEGMENT cs{};
     const Region* reg = nullptr;
-    uint32_t bad = check_desc(vi, w, &n, &reg);
-    if (bad == 0) {
-        uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
-        if (control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY) bad = VIP_STATUS_FORMAT_ERROR;
-    }
+    uint32_t bad = check_desc(vi, w, &cs, &reg);
+    if (bad == 0 && (cs.Control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY)) bad = VIP_STATUS_FORMAT_ERROR;
+    const uint16_t n = bad ? 0 : cs.SegCount;
+    vi.rx_epoch = mem_.epoch();
     if (bad == 0) bad = validate_segments(vi, w.desc, 0, n, vi.rx_segs, &vi.rx_cap, w, reg);
     if (bad == 0 && h.msg_len > vi.rx_cap) bad = VIP_STATUS_LENGTH_ERROR;
     vi.rx_nsegs = n;
@@ -139,22 +138,46 @@ void Engine::begin_write(Vi& vi, const nicfw_frame_hdr& h, const nicfw_rdma_ext&
     vi.rx_write = true;
     vi.rx_has_desc = false;
     vi.rx_len = h.msg_len;
+    vi.rx_raddr = x.addr;
+    vi.rx_rmemh = x.memh;
+    vi.rx_epoch = mem_.epoch();
     vi.rx_status = check_remote(vi, x.addr, x.memh, h.msg_len, true, &vi.rx_dst);
     vi.rx_discard = vi.rx_status != 0;
 }
 
-// Copies a fragment to message offset off of the current receive descriptor.
-HOT_INLINE static void scatter(const Seg* segs, uint32_t nsegs, uint32_t off, const uint8_t* src, uint32_t len) {
+// Copies a fragment to message offset off of the current receive descriptor. False if
+// the memory faulted (the program unmapped or write-protected it after registering it).
+HOT_INLINE static bool scatter(const Seg* segs, uint32_t nsegs, uint32_t off, const uint8_t* src, uint32_t len) {
     uint32_t i = 0;
     while (i < nsegs && off >= segs[i].len) off -= segs[i++].len;
     while (len && i < nsegs) {
         uint32_t take = std::min(len, segs[i].len - off);
-        if (take) memcpy(segs[i].ptr + off, src, take);  // zero-length segments have no pointer
+        // zero-length segments have no pointer
+        if (take && hostmem::copy(segs[i].ptr + off, src, take) != 0) return false;
         src += take;
         len -= take;
         off = 0;
         i++;
     }
+    return true;
+}
+
+// Whether the message in progress may still land where its first fragment was checked
+// to go: only asked when the memory table changed since (MemTable::epoch).
+bool Engine::rx_mem_ok(Vi& vi) {
+    bool ok = vi.rx_write ? check_remote(vi, vi.rx_raddr, vi.rx_rmemh, vi.rx_len, true, &vi.rx_dst) == 0
+                          : recheck_segs(vi, vi.rx_segs, vi.rx_nsegs) == 0;
+    if (ok) vi.rx_epoch = mem_.epoch();
+    return ok;
+}
+
+// The message in progress lost its memory half way (deregistered, permissions taken
+// away, unmapped): nothing more of it lands, and it ends now with a protection error,
+// as a bad buffer at its first fragment would have (finish_receive: a reliable VI
+// refuses a write with a NAK, and breaks on a receive; unreliable, the rest is dropped).
+void Engine::fail_receive(Vi& vi) {
+    vi.rx_discard = true;
+    finish_receive(vi, vi.rx_write ? VIP_STATUS_RDMA_PROT_ERROR : VIP_STATUS_PROTECTION_ERROR, nullptr);
 }
 
 // A refused request breaks a reliable connection (VIA 1.0): the initiator first learns
@@ -208,14 +231,12 @@ HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_fram
             }
             WorkItem w = rq.front();
             rq.pop();
-            uint16_t n;
-            uint32_t bad = check_desc(vi, w, &n);
-            if (bad == 0 && (__atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED) & VIP_CONTROL_RESERVED &
-                             ~VIP_EXT_CONTROL_REPLY))
+            VIP_CONTROL_SEGMENT cs;
+            uint32_t bad = check_desc(vi, w, &cs);
+            if (bad == 0 && (cs.Control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY))
                 bad = VIP_STATUS_FORMAT_ERROR;  // checked as any receive descriptor is
-            if (bad == 0) w.desc->CS.ImmediateData = last->imm;
-            complete_on(vi, qk, w.desc, bad ? bad : VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE,
-                        bad ? 0 : vi.rx_len);
+            complete_on(vi, qk, w, bad ? bad : VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE,
+                        bad ? 0 : vi.rx_len, bad ? nullptr : &last->imm);
         }
         if (reliable) owe_ack(vi);
         return;
@@ -225,12 +246,10 @@ HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_fram
     WorkQueue& rq = vi.rx_reply ? vi.rq_reply : vi.rq;
     WorkItem w = rq.front();
     rq.pop();
-    if (last && (last->flags & NICFW_FF_IMMEDIATE)) {
-        w.desc->CS.ImmediateData = last->imm;
-        status |= VIP_STATUS_IMMEDIATE;
-    }
-    complete_on(vi, vi.rx_reply ? NICFW_REPLYQ : NICFW_RECVQ, w.desc, status,
-                (status & VIP_STATUS_ERROR_MASK) ? 0 : vi.rx_len);
+    const bool imm = last && (last->flags & NICFW_FF_IMMEDIATE);
+    if (imm) status |= VIP_STATUS_IMMEDIATE;
+    complete_on(vi, vi.rx_reply ? NICFW_REPLYQ : NICFW_RECVQ, w, status,
+                (status & VIP_STATUS_ERROR_MASK) ? 0 : vi.rx_len, imm ? &last->imm : nullptr);
     if (status & VIP_STATUS_ERROR_MASK) {
         // VIA: on a reliable VI a message the receive descriptor cannot take (too small,
         // bad segments) breaks the connection.
@@ -347,10 +366,14 @@ HOT_INLINE void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
     }
     const uint8_t* payload = f.data + sizeof(nicfw_frame_hdr) + ext;
     if (!vi.rx_discard) {
-        if (write)
-            memcpy(vi.rx_dst + h.offset, payload, h.frag_len);
-        else
-            scatter(vi.rx_segs, vi.rx_nsegs, h.offset, payload, h.frag_len);
+        // The memory was checked at the first fragment; if the table changed since, again.
+        bool placed = (vi.rx_epoch == mem_.epoch() || rx_mem_ok(vi)) &&
+                      (write ? hostmem::copy(vi.rx_dst + h.offset, payload, h.frag_len) == 0
+                             : scatter(vi.rx_segs, vi.rx_nsegs, h.offset, payload, h.frag_len));
+        if (!placed) [[unlikely]] {
+            fail_receive(vi);
+            return;
+        }
     }
     vi.rx_got += h.frag_len;
     if (!(h.flags & NICFW_FF_LAST)) return;
@@ -394,6 +417,7 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
     nicfw_rdma_ext x;
     memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
     uint8_t* src = nullptr;
+    const ReadService service{x.addr, x.memh, h.msg_len, 0, h.seq, mem_.epoch()};
     // A read request takes a sequence number like a message: a duplicate is dropped, a
     // gap means something before it was lost.
     if (static_cast<int32_t>(h.seq - vi->rx_seq) < 0) {
@@ -404,7 +428,7 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         if (vi->rel_proto && vi->serve.size() < kTxWindow &&
             check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src) == 0 &&
             std::none_of(vi->serve.begin(), vi->serve.end(), [&](const ReadService& r) { return r.seq == h.seq; })) {
-            vi->serve.push_back(ReadService{src, h.msg_len, 0, h.seq});
+            vi->serve.push_back(service);
             list_tx(*vi);
         }
         return;
@@ -424,7 +448,7 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         refuse(*vi, bad, h.seq, VIP_ERROR_RDMAR_PROT);
         return;
     }
-    vi->serve.push_back(ReadService{src, h.msg_len, 0, h.seq});
+    vi->serve.push_back(service);
     list_tx(*vi);
 }
 
@@ -447,8 +471,20 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
     }
     vi->st->c.rx_frames++;
     vi->st->c.rx_bytes += h.frag_len;
-    scatter(it->segs.data(), static_cast<uint32_t>(it->segs.size()), h.offset,
-            f.data + sizeof(nicfw_frame_hdr), h.frag_len);
+    const Seg* segs = it->segs.data();
+    const auto nsegs = static_cast<uint32_t>(it->segs.size());
+    // The buffers were checked at post; if the memory table changed since, again.
+    if ((it->epoch != mem_.epoch() && recheck_segs(*vi, segs, nsegs) != 0) ||
+        !scatter(segs, nsegs, h.offset, f.data + sizeof(nicfw_frame_hdr), h.frag_len)) [[unlikely]] {
+        // The read's own buffer went away under it: it fails, and the reliable VI breaks.
+        it->status = VIP_STATUS_PROTECTION_ERROR;
+        it->done = true;
+        vi->reads_out--;
+        retire(*vi);
+        flush_vi(*vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);
+        return;
+    }
+    it->epoch = mem_.epoch();
     it->got += h.frag_len;
     if (it->got == it->len) {
         it->done = true;

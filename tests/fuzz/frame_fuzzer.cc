@@ -1170,9 +1170,9 @@ void Harness::check_rdma_targets() {
         Vi* v = e.vi;
         if (!v) continue;
         for (const ReadService& r : v->serve)
-            FZ_CHECK(e.attrs.rdma_read && in_window(r.src, r.len),
-                     "%s: RDMA read answer queued from %p+%u, outside the window (or the VI forbids reads)", e.name,
-                     static_cast<const void*>(r.src), r.len);
+            FZ_CHECK(e.attrs.rdma_read && in_window(reinterpret_cast<const uint8_t*>(r.addr), r.len),
+                     "%s: RDMA read answer queued from %#llx+%u, outside the window (or the VI forbids reads)", e.name,
+                     static_cast<unsigned long long>(r.addr), r.len);
         if (v->rx_busy && v->rx_write && !v->rx_discard)
             FZ_CHECK(e.attrs.rdma_write && in_window(v->rx_dst, v->rx_len),
                      "%s: RDMA write accepted to %p+%u, outside the window (or the VI forbids writes)", e.name,

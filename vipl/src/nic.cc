@@ -228,33 +228,18 @@ VIPL_API VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE p) 
 }
 
 // ---------------------------------------------------------------- memory
-namespace {
-// True if every page of [va, va+len) is mapped in this process (mincore fails with
-// ENOMEM on a hole), so the NIC never registers memory it could fault on.
-bool mapped(const void* va, uint64_t len) {
-    static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    uint64_t start = reinterpret_cast<uint64_t>(va) & ~(page - 1);
-    uint64_t end = reinterpret_cast<uint64_t>(va) + len;
-    unsigned char vec[256];
-    for (uint64_t a = start; a < end;) {
-        uint64_t chunk = std::min<uint64_t>(end - a, 256 * page);  // vec holds 256 pages
-        if (mincore(reinterpret_cast<void*>(a), chunk, vec) != 0) return false;
-        a += (chunk + page - 1) & ~(page - 1);
-    }
-    return true;
-}
-}  // namespace
-
 VIPL_API VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_ULONG len,
                                    VIP_MEM_ATTRIBUTES* attrs, VIP_MEM_HANDLE* memh) {
     if (!ok(nic) || !va || !attrs || !memh || len == 0) return VIP_INVALID_PARAMETER;
     if (len > NICFW_MAX_REGION_BYTES || reinterpret_cast<uint64_t>(va) + len < len)
         return VIP_INVALID_PARAMETER;
     if (!ok(attrs->Ptag) || attrs->Ptag->nic != nic) return VIP_INVALID_PTAG;
-    if (!mapped(va, len)) return VIP_INVALID_PARAMETER;
+    // The NIC refuses memory it could not access as the attributes allow (-EFAULT: not
+    // mapped, not readable, or not writable for RDMA write).
     int rc = nic->eng->register_mem(reinterpret_cast<uint64_t>(va), len, attrs->Ptag->id,
                                     attrs->EnableRdmaWrite != 0, attrs->EnableRdmaRead != 0, memh);
     if (rc == -EPERM) return VIP_INVALID_PTAG;
+    if (rc == -EFAULT) return VIP_INVALID_PARAMETER;
     return rc < 0 ? VIP_ERROR_RESOURCE : VIP_SUCCESS;
 }
 

@@ -64,8 +64,13 @@ bool is_ours(const struct sigaction& a) {
 
 }  // namespace
 
+// Once per process: a handler the program installs later and that chains back to ours
+// must not find ours in front of it again (each would hand the other the fault).
 void install() {
     std::lock_guard<std::mutex> g(g_install_lock);
+    static bool installed = false;
+    if (installed) return;
+    installed = true;
     struct sigaction ours {};
     ours.sa_sigaction = on_fault;
     ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
@@ -73,7 +78,7 @@ void install() {
     for (int sig : {SIGSEGV, SIGBUS}) {
         struct sigaction cur {};
         sigaction(sig, nullptr, &cur);
-        if (is_ours(cur)) continue;  // still in place (or put back after a program's own)
+        if (is_ours(cur)) continue;
         (sig == SIGBUS ? g_prev_bus : g_prev_segv) = cur;
         sigaction(sig, &ours, nullptr);
     }
@@ -135,7 +140,7 @@ std::vector<Span> read_maps(int fd) {
 
 }  // namespace
 
-int check_access(uint64_t va, uint64_t len, bool write, std::string* why) {
+int check_access(uint64_t va, uint64_t len, bool write, std::string* why, bool text_maps) {
     const uint64_t end = va + len;
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -143,7 +148,8 @@ int check_access(uint64_t va, uint64_t len, bool write, std::string* why) {
         return -EFAULT;
     }
     std::vector<Span> text;  // filled only if the ioctl is missing
-    bool use_text = false;
+    bool use_text = text_maps;
+    if (use_text) text = read_maps(fd);
     uint64_t at = va;
     int rc = 0;
     char msg[160];

@@ -24,7 +24,7 @@ int nicfw_hm_store32(void* dst, uint32_t v);
 
 namespace softvia::nicfw::hostmem {
 
-// Installs the fault handler (once per process; every NIC open calls it). A handler the
+// Installs the fault handler (once per process, at the first NIC's open). A handler the
 // program had before keeps every fault that is not the device's. A program that installs
 // its own SIGSEGV/SIGBUS handler later must chain to the one it replaced, or the device's
 // faults kill it again (docs/memory-safety.md).
@@ -47,7 +47,8 @@ uint64_t faults();
 // Whether [va, va+len) is mapped, readable, and writable too when write is set: what
 // VipRegisterMem asks before the NIC accepts a region. 0, or -EFAULT with the first
 // address that fails and why in *why. Reads the process's mappings (PROCMAP_QUERY where
-// the kernel has it, /proc/self/maps otherwise); never touches the memory itself.
-int check_access(uint64_t va, uint64_t len, bool write, std::string* why);
+// the kernel has it, /proc/self/maps otherwise, or always the latter with text_maps: for
+// tests); never touches the memory itself.
+int check_access(uint64_t va, uint64_t len, bool write, std::string* why, bool text_maps = false);
 
 }  // namespace softvia::nicfw::hostmem

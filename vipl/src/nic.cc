@@ -308,16 +308,18 @@ VIPL_API VIP_RETURN VipExtProgress(VIP_NIC_HANDLE nic) {
     return nic->eng->progress() ? VIP_SUCCESS : VIP_NOT_DONE;
 }
 
+// The firmware writes the counters while we read (relaxed atomics on both sides, nicfw::bump).
 static void copy_counters(const nicfw_counters& c, VIP_EXT_COUNTERS* out) {
-    out->TxFrames = c.tx_frames;
-    out->TxBytes = c.tx_bytes;
-    out->RxFrames = c.rx_frames;
-    out->RxBytes = c.rx_bytes;
-    out->SendsDone = c.sends_done;
-    out->RecvsDone = c.recvs_done;
-    out->Drops = c.drops;
-    out->Errors = c.errors;
-    out->Retransmits = c.retransmits;
+    auto rd = [](const uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); };
+    out->TxFrames = rd(c.tx_frames);
+    out->TxBytes = rd(c.tx_bytes);
+    out->RxFrames = rd(c.rx_frames);
+    out->RxBytes = rd(c.rx_bytes);
+    out->SendsDone = rd(c.sends_done);
+    out->RecvsDone = rd(c.recvs_done);
+    out->Drops = rd(c.drops);
+    out->Errors = rd(c.errors);
+    out->Retransmits = rd(c.retransmits);
 }
 
 VIPL_API VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE nic, VIP_EXT_COUNTERS* out) {

@@ -87,6 +87,13 @@ inline uint32_t send_op_status(const VIP_DESCRIPTOR* d) {
     }
 }
 
+// Status-page counters (nicfw_counters): one writer, the firmware under the engine lock;
+// readers in this process (VipExtQuery*Counters) and others (softvia-nicinfo) at any time.
+// Relaxed atomic load and store: the same instructions as ++ on x86-64, and no data race.
+[[gnu::always_inline]] inline void bump(uint64_t& c, uint64_t n = 1) {
+    __atomic_store_n(&c, __atomic_load_n(&c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
 struct WorkItem {
     VIP_DESCRIPTOR* desc;
     uint32_t memh;

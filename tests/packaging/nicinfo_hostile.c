@@ -105,14 +105,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (unsigned long it = 0;; it++) {
-        /* A: full most of the time (so readers find a valid header), then gone. */
-        switch (it % 4) {
-            case 0: resize(a, (off_t)full); break;
-            case 1: resize(a, (off_t)(next() % full)); break;
-            case 2: resize(a, 0); break;
-            case 3: resize(a, (off_t)full); break;
-        }
-        if (it % 4 == 3) put(a, &hdr, sizeof hdr, 0); /* zero-filled after the shrink */
+        /* A: full with its header for a moment (a reader gets past the magic and starts
+         * on the slots), then cut short and gone: the reader is inside it as it shrinks. */
+        resize(a, (off_t)full);
+        put(a, &hdr, sizeof hdr, 0); /* zero-filled after the shrink */
+        usleep(20);
+        resize(a, (off_t)(next() % full));
+        resize(a, 0);
+        if (it % 64) continue; /* the others change less often: filling them costs */
 
         size_t nb = next() % sizeof buf;
         fill_random(buf, nb);

@@ -2,9 +2,11 @@
 #include "nicfw/engine.h"
 #include "datapath.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,11 +56,18 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
 
     e->db_ring_.reset(new nicfw_doorbell[NICFW_DOORBELL_ENTRIES]);
 
-    // Status page: a memfd other processes of this user can map (softvia-nicinfo).
+    // Status page: a memfd softvia-nicinfo reads through /proc/<pid>/fd. Mode 0600 (a
+    // memfd is born 0777): this user and root only. Sealed at its size, so a reader
+    // can trust the size it sees (and tell our pages from files that only share the name).
     e->status_len_ = sizeof(nicfw_status_page) + NICFW_MAX_VI * sizeof(nicfw_vi_status);
-    e->status_fd_ = memfd_create("softvia-nic", MFD_CLOEXEC);
-    if (e->status_fd_ < 0) return -errno;
-    if (ftruncate(e->status_fd_, static_cast<off_t>(e->status_len_)) != 0) return -errno;
+    e->status_fd_ = memfd_create("softvia-nic", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (e->status_fd_ < 0 || fchmod(e->status_fd_, 0600) != 0 ||
+        ftruncate(e->status_fd_, static_cast<off_t>(e->status_len_)) != 0 ||
+        fcntl(e->status_fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int err = errno;
+        *why = std::string("status page memfd: ") + strerror(err);
+        return -err;
+    }
     void* p = mmap(nullptr, e->status_len_, PROT_READ | PROT_WRITE, MAP_SHARED, e->status_fd_, 0);
     if (p == MAP_FAILED) return -errno;
     e->status_ = static_cast<nicfw_status_page*>(p);

@@ -78,6 +78,17 @@ typedef struct {
     VIP_UINT8 HostAddress[1];
 } VIP_NET_ADDRESS;
 
+/* Extension: the limits of an address on every softvia NIC (VipQueryNic reports the
+ * same: NicAddressLen <= VIP_EXT_MAX_HOST_ADDRESS_LEN, MaxDiscriminatorLen ==
+ * VIP_EXT_MAX_DISCRIMINATOR_LEN). An address over them is VIP_INVALID_PARAMETER.
+ * A VIP_NET_ADDRESS the provider fills (VipConnectWait's and VipExtListenDone's
+ * RemoteAddr, VipNSGetHostByName's Address) needs VIP_EXT_NET_ADDRESS_SIZE bytes of
+ * storage; the provider never writes beyond them. */
+#define VIP_EXT_MAX_HOST_ADDRESS_LEN 64
+#define VIP_EXT_MAX_DISCRIMINATOR_LEN 128
+#define VIP_EXT_NET_ADDRESS_SIZE \
+    (offsetof(VIP_NET_ADDRESS, HostAddress) + VIP_EXT_MAX_HOST_ADDRESS_LEN + VIP_EXT_MAX_DISCRIMINATOR_LEN)
+
 /* ---- reliability ---------------------------------------------------------------- */
 typedef VIP_UINT16 VIP_RELIABILITY_LEVEL;
 #define VIP_SERVICE_UNRELIABLE 0x01
@@ -268,6 +279,8 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIB
 VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *Attribs);
 
 /* ---- connections: client/server ---------------------------------------------- */
+/* RemoteAddr (may be NULL) receives the client's NIC address and discriminator: give it
+ * VIP_EXT_NET_ADDRESS_SIZE bytes. */
 VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr, VIP_ULONG Timeout,
                           VIP_NET_ADDRESS *RemoteAddr, VIP_VI_ATTRIBUTES *RemoteViAttribs,
                           VIP_CONN_HANDLE *ConnHandle);

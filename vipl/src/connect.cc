@@ -1,10 +1,16 @@
 // connect.cc -- VIA connection management: client/server and peer-to-peer.
+#include <algorithm>
 #include <cstring>
 
 #include "internal.h"
 
 using namespace softvia;
 using namespace softvia::vipl;
+
+// One set of address limits: what the firmware and the wire take (abi.h) is what vipl.h
+// promises callers, and VIP_EXT_NET_ADDRESS_SIZE covers the largest address.
+static_assert(NICFW_MAX_ADDR == VIP_EXT_MAX_HOST_ADDRESS_LEN, "vipl.h and abi.h disagree on the address limit");
+static_assert(NICFW_MAX_DISCRIMINATOR == VIP_EXT_MAX_DISCRIMINATOR_LEN, "vipl.h and abi.h disagree on the discriminator limit");
 
 namespace {
 bool addr_ok(const VIP_NET_ADDRESS* a) {
@@ -50,12 +56,16 @@ VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, 
 
 namespace {
 // Fills what a server learns of a request it took, and lists the connection handle.
+// The caller's RemoteAddr holds VIP_EXT_NET_ADDRESS_SIZE bytes (vipl.h): the firmware
+// refuses longer fields in the request, and the copy is bounded here all the same.
 void report_request(vip_conn* conn, VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* remote_attrs) {
     if (remote) {
-        remote->HostAddressLen = static_cast<VIP_UINT16>(conn->req.addr.size());
-        memcpy(remote->HostAddress, conn->req.addr.data(), conn->req.addr.size());
-        remote->DiscriminatorLen = static_cast<VIP_UINT16>(conn->req.disc.size());
-        memcpy(remote->HostAddress + conn->req.addr.size(), conn->req.disc.data(), conn->req.disc.size());
+        const size_t alen = std::min<size_t>(conn->req.addr.size(), NICFW_MAX_ADDR);
+        const size_t dlen = std::min<size_t>(conn->req.disc.size(), NICFW_MAX_DISCRIMINATOR);
+        remote->HostAddressLen = static_cast<VIP_UINT16>(alen);
+        memcpy(remote->HostAddress, conn->req.addr.data(), alen);
+        remote->DiscriminatorLen = static_cast<VIP_UINT16>(dlen);
+        memcpy(remote->HostAddress + alen, conn->req.disc.data(), dlen);
     }
     if (remote_attrs) {
         nicfw::ViAttrs a;

@@ -322,7 +322,13 @@ VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE NicHandle, VIP_PVOID Context,
 
 /* ---- name service ------------------------------------------------------------- */
 /* NSInitInfo: NULL, or a path (const char *) of a hosts file of "name hex-address" lines.
- * Names are also resolved through the launcher's table ($SOFTVIA_JOB_DIR/names/). */
+ * Names are also resolved through the launcher's table ($SOFTVIA_JOB_DIR/names/).
+ * The hosts file must be a regular file of at most VIP_EXT_HOSTS_FILE_MAX_BYTES, each
+ * line at most VIP_EXT_HOSTS_LINE_MAX bytes; anything else (a directory, a FIFO, a
+ * device, a malformed line) is VIP_ERROR_NAMESERVICE with one line on stderr naming the
+ * file and the line. */
+#define VIP_EXT_HOSTS_FILE_MAX_BYTES (1024 * 1024)
+#define VIP_EXT_HOSTS_LINE_MAX 1024
 VIP_RETURN VipNSInit(VIP_NIC_HANDLE NicHandle, VIP_PVOID NSInitInfo);
 VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE NicHandle, VIP_CHAR *Name, VIP_NET_ADDRESS *Address,
                               VIP_ULONG NameIndex);

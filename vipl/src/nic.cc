@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "internal.h"
@@ -42,29 +43,70 @@ bool parse_progress(const char* s, nicfw::Progress* p) {
     return true;
 }
 
+// A bad setting: one line on stderr naming it, the value, and what is accepted.
+// Returns false, for the caller's VIP_INVALID_PARAMETER.
+bool bad_setting(const char* setting, const char* value, const char* accepted) {
+    fprintf(stderr, "softvia: %s='%s' is not valid: %s\n", setting, value, accepted);
+    return false;
+}
+
+// Where the device name came from, for messages: the argument or SOFTVIA_DEVICE.
+struct DevName {
+    std::string name;
+    bool from_env = false;
+    std::string what() const { return from_env ? "SOFTVIA_DEVICE" : "device name"; }
+};
+
 // Device names "kind[:key=value,...]" (nicfw/device.h): vipl reads progress= and
 // txbatch= here, the transport the rest when the NIC is created.
-bool parse_device(const std::string& name, nicfw::Progress* progress, uint32_t* tx_batch) {
+bool parse_device(const DevName& dn, nicfw::Progress* progress, uint32_t* tx_batch) {
+    const std::string& name = dn.name;
     nicfw::DeviceSpec spec;
     std::string why;
-    if (nicfw::parse_device_name(name, &spec, &why) < 0) {
-        fprintf(stderr, "softvia: device '%s': %s\n", name.c_str(), why.c_str());
-        return false;
-    }
+    if (nicfw::parse_device_name(name, &spec, &why) < 0)
+        return bad_setting(dn.what().c_str(), name.c_str(), (why + "; want kind[:key=value,...]").c_str());
     const char* p = spec.get("progress");
-    if (p && !parse_progress(p, progress)) {
-        fprintf(stderr, "softvia: device '%s': progress must be inline or thread\n", name.c_str());
-        return false;
-    }
+    if (p && !parse_progress(p, progress))
+        return bad_setting(dn.what().c_str(), name.c_str(), "progress= takes inline or thread");
     if (const char* b = spec.get("txbatch")) {
         char* end = nullptr;
         errno = 0;
         unsigned long v = strtoul(b, &end, 10);
         if (!*b || *end || errno || *b == '-' || v > nicfw::kMaxTxBatch) {
-            fprintf(stderr, "softvia: device '%s': txbatch must be 0..%u frames\n", name.c_str(), nicfw::kMaxTxBatch);
-            return false;
+            std::string acc = "txbatch= takes 0 to " + std::to_string(nicfw::kMaxTxBatch) + " frames";
+            return bad_setting(dn.what().c_str(), name.c_str(), acc.c_str());
         }
         *tx_batch = static_cast<uint32_t>(v);
+    }
+    return true;
+}
+
+// The environment's settings of a NIC being opened (docs/vipl-reference.md, section 17).
+// False (after the message) if one is set and not valid.
+bool read_env_settings(nicfw::EngineConfig* cfg) {
+    const char* penv = getenv("SOFTVIA_PROGRESS");
+    if (penv && *penv && !parse_progress(penv, &cfg->progress))
+        return bad_setting("SOFTVIA_PROGRESS", penv, "inline or thread (or unset)");
+    const char* fenv = getenv("SOFTVIA_FAULTS");
+    if (fenv && *fenv) {
+        nicfw::FaultSpec spec;
+        if (!nicfw::parse_fault_spec(fenv, &spec))
+            return bad_setting("SOFTVIA_FAULTS", fenv,
+                               "comma-separated key=value with keys drop, dup, reorder, corrupt, delay "
+                               "(probabilities 0 to 1), delay_us, seed (whole numbers); empty or unset: no faults");
+        cfg->faults = fenv;
+    }
+    const char* renv = getenv("SOFTVIA_RETRY_TIMEOUT_MS");
+    if (renv && *renv) {
+        char* end;
+        errno = 0;
+        unsigned long long ms = strtoull(renv, &end, 10);
+        if (errno || *end || ms == 0 || ms > nicfw::kMaxRetryTimeoutMs || *renv == '-' || *renv == '+' ||
+            *renv == ' ') {
+            std::string acc = "milliseconds, a whole number from 1 to " + std::to_string(nicfw::kMaxRetryTimeoutMs);
+            return bad_setting("SOFTVIA_RETRY_TIMEOUT_MS", renv, acc.c_str());
+        }
+        cfg->retry_timeout_ms = ms;
     }
     return true;
 }
@@ -99,35 +141,27 @@ void note_closed(vip_nic* nic) {
 VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_OPTIONS* Options,
                                   VIP_NIC_HANDLE* NicHandle) {
     if (!NicHandle) return VIP_INVALID_PARAMETER;
-    std::string name = DeviceName ? DeviceName : "";
-    if (name.empty()) {
+    DevName dn;
+    dn.name = DeviceName ? DeviceName : "";
+    if (dn.name.empty()) {
         const char* env = getenv("SOFTVIA_DEVICE");
-        name = env && *env ? env : "shm";
+        dn.from_env = env && *env;
+        dn.name = dn.from_env ? env : "shm";
     }
+    const std::string& name = dn.name;
     nicfw::EngineConfig cfg;
-    const char* penv = getenv("SOFTVIA_PROGRESS");
-    if (penv && *penv && !parse_progress(penv, &cfg.progress)) return VIP_INVALID_PARAMETER;
-    if (!parse_device(name, &cfg.progress, &cfg.tx_batch)) return VIP_INVALID_PARAMETER;
+    if (!read_env_settings(&cfg)) return VIP_INVALID_PARAMETER;
+    if (!parse_device(dn, &cfg.progress, &cfg.tx_batch)) return VIP_INVALID_PARAMETER;
     if (Options) {
         // Read as an integer: a caller's out-of-range value is bad input, not UB here.
         uint32_t mode;
         memcpy(&mode, &Options->Progress, sizeof mode);
-        if (mode != VIP_EXT_PROGRESS_INLINE && mode != VIP_EXT_PROGRESS_THREAD) return VIP_INVALID_PARAMETER;
+        if (mode != VIP_EXT_PROGRESS_INLINE && mode != VIP_EXT_PROGRESS_THREAD) {
+            fprintf(stderr, "softvia: VipExtOpenNic: Options->Progress %u is not valid: "
+                            "VIP_EXT_PROGRESS_INLINE (0) or VIP_EXT_PROGRESS_THREAD (1)\n", mode);
+            return VIP_INVALID_PARAMETER;
+        }
         cfg.progress = mode == VIP_EXT_PROGRESS_THREAD ? nicfw::Progress::kThread : nicfw::Progress::kInline;
-    }
-    const char* fenv = getenv("SOFTVIA_FAULTS");
-    if (fenv && *fenv) {
-        nicfw::FaultSpec spec;
-        if (!nicfw::parse_fault_spec(fenv, &spec)) return VIP_INVALID_PARAMETER;
-        cfg.faults = fenv;
-    }
-    const char* renv = getenv("SOFTVIA_RETRY_TIMEOUT_MS");
-    if (renv && *renv) {
-        char* end;
-        errno = 0;
-        unsigned long long ms = strtoull(renv, &end, 10);
-        if (errno || *end || ms == 0 || ms > nicfw::kMaxRetryTimeoutMs || *renv == '-') return VIP_INVALID_PARAMETER;
-        cfg.retry_timeout_ms = ms;
     }
     auto* nic = new (std::nothrow) vip_nic();
     if (!nic) return VIP_ERROR_RESOURCE;
@@ -138,7 +172,8 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
     if (rc < 0) {
         delete nic;
         // A name or option that is wrong is the caller's; a device that cannot start is not.
-        fprintf(stderr, "softvia: cannot open NIC '%s': %s\n", name.c_str(), why.c_str());
+        fprintf(stderr, "softvia: cannot open NIC '%s'%s: %s\n", name.c_str(),
+                dn.from_env ? " (SOFTVIA_DEVICE)" : "", why.c_str());
         return rc == -EINVAL || rc == -ENODEV ? VIP_INVALID_PARAMETER : VIP_ERROR_RESOURCE;
     }
     nic->device = name;

@@ -38,6 +38,10 @@ typedef union {
     VIP_PVOID Address;
 } VIP_PVOID64;
 
+/* Handles are opaque values (not pointers to anything a program may read): a handle
+ * that is not live, of the wrong kind, or made up is refused with VIP_INVALID_PARAMETER
+ * (VIP_INVALID_PTAG for protection tags), and a destroyed object's handle stays
+ * refused. NULL is never a valid handle. */
 typedef struct vip_nic *VIP_NIC_HANDLE;
 typedef struct vip_vi *VIP_VI_HANDLE;
 typedef struct vip_ptag *VIP_PROTECTION_HANDLE;

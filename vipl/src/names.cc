@@ -108,7 +108,7 @@ bool read_job_name(const std::string& dir, const std::string& name, std::vector<
 bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
 // "name hexaddress" with blanks around and between; empty and '#' lines are skipped.
-VIP_RETURN load_hosts(vip_nic* nic, const char* path) {
+VIP_RETURN load_hosts(NicObj* nic, const char* path) {
     nic->hosts.clear();
     if (!path || !*path) return VIP_SUCCESS;
     std::string text, why;
@@ -151,8 +151,9 @@ VIP_RETURN load_hosts(vip_nic* nic, const char* path) {
 }
 }  // namespace
 
-VIPL_API VIP_RETURN VipNSInit(VIP_NIC_HANDLE nic, VIP_PVOID info) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipNSInit(VIP_NIC_HANDLE h, VIP_PVOID info) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     std::lock_guard<std::mutex> g(nic->ns_lock);
     const char* path = info ? static_cast<const char*>(info) : getenv("SOFTVIA_HOSTS");
     VIP_RETURN r = load_hosts(nic, path);
@@ -160,8 +161,9 @@ VIPL_API VIP_RETURN VipNSInit(VIP_NIC_HANDLE nic, VIP_PVOID info) {
     return r;
 }
 
-VIPL_API VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE nic) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE h) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     std::lock_guard<std::mutex> g(nic->ns_lock);
     if (!nic->ns_up) return VIP_INVALID_STATE;
     nic->hosts.clear();
@@ -169,9 +171,10 @@ VIPL_API VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE nic) {
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE nic, VIP_CHAR* name, VIP_NET_ADDRESS* addr,
+VIPL_API VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE h, VIP_CHAR* name, VIP_NET_ADDRESS* addr,
                                        VIP_ULONG index) {
-    if (!ok(nic) || !name_ok(name) || !addr) return VIP_INVALID_PARAMETER;
+    NicObj* nic = nic_of(h);
+    if (!nic || !name_ok(name) || !addr) return VIP_INVALID_PARAMETER;
     std::lock_guard<std::mutex> g(nic->ns_lock);
     if (!nic->ns_up) return VIP_INVALID_STATE;  // VipNSInit first
     // One NIC per name: NameIndex 0 is the only one there is.
@@ -191,9 +194,10 @@ VIPL_API VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE nic, VIP_CHAR* name, VIP_N
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* addr, VIP_CHAR* name,
+VIPL_API VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE h, VIP_NET_ADDRESS* addr, VIP_CHAR* name,
                                        VIP_ULONG* len) {
-    if (!ok(nic) || !addr || !name || !len || addr->HostAddressLen == 0 ||
+    NicObj* nic = nic_of(h);
+    if (!nic || !addr || !name || !len || addr->HostAddressLen == 0 ||
         addr->HostAddressLen > NICFW_MAX_ADDR)
         return VIP_INVALID_PARAMETER;
     std::lock_guard<std::mutex> g(nic->ns_lock);

@@ -117,21 +117,21 @@ std::mutex& open_nics_lock() {
     static auto* m = new std::mutex;
     return *m;
 }
-std::vector<vip_nic*>& open_nics() {
-    static auto* v = new std::vector<vip_nic*>;
+std::vector<NicObj*>& open_nics() {
+    static auto* v = new std::vector<NicObj*>;
     return *v;
 }
 void flush_acks_at_exit() {
     std::lock_guard<std::mutex> g(open_nics_lock());
-    for (vip_nic* n : open_nics()) n->eng->flush_owed_acks();
+    for (NicObj* n : open_nics()) n->eng->flush_owed_acks();
 }
-void note_open(vip_nic* nic) {
+void note_open(NicObj* nic) {
     static bool hooked = false;
     std::lock_guard<std::mutex> g(open_nics_lock());
     if (!hooked) hooked = atexit(flush_acks_at_exit) == 0;
     open_nics().push_back(nic);
 }
-void note_closed(vip_nic* nic) {
+void note_closed(NicObj* nic) {
     std::lock_guard<std::mutex> g(open_nics_lock());
     auto& v = open_nics();
     v.erase(std::remove(v.begin(), v.end(), nic), v.end());
@@ -163,13 +163,24 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
         }
         cfg.progress = mode == VIP_EXT_PROGRESS_THREAD ? nicfw::Progress::kThread : nicfw::Progress::kInline;
     }
-    auto* nic = new (std::nothrow) vip_nic();
+    auto* nic = new (std::nothrow) NicObj();
     if (!nic) return VIP_ERROR_RESOURCE;
+    // The handle exists before the engine, which puts it in error descriptors; it finds
+    // nothing until the NIC is complete (attach below).
+    {
+        std::lock_guard<std::mutex> g(Handles::lock());
+        nic->handle = Handles::add_locked(Kind::kNic, nullptr);
+    }
+    if (!nic->handle) {
+        delete nic;
+        return VIP_ERROR_RESOURCE;
+    }
     cfg.device = name;
-    cfg.nic_user = nic;
+    cfg.nic_user = handle_of<void*>(nic->handle);
     std::string why;
     int rc = nicfw::Engine::create(cfg, &nic->eng, &why);
     if (rc < 0) {
+        Handles::remove(nic->handle);
         delete nic;
         // A name or option that is wrong is the caller's; a device that cannot start is not.
         fprintf(stderr, "softvia: cannot open NIC '%s'%s: %s\n", name.c_str(),
@@ -181,7 +192,11 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
     const uint8_t* a = nic->eng->transport().local_addr(&alen);
     nic->addr.assign(a, a + alen);
     note_open(nic);
-    *NicHandle = nic;
+    {
+        std::lock_guard<std::mutex> g(Handles::lock());
+        Handles::attach_locked(nic->handle, nic);
+    }
+    *NicHandle = handle_of<VIP_NIC_HANDLE>(nic->handle);
     return VIP_SUCCESS;
 }
 
@@ -189,22 +204,35 @@ VIPL_API VIP_RETURN VipOpenNic(const VIP_CHAR* DeviceName, VIP_NIC_HANDLE* NicHa
     return VipExtOpenNic(DeviceName, nullptr, NicHandle);
 }
 
-VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
-    nic->magic = kDead;
+VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE h) {
+    NicObj* nic;
+    {
+        // Every handle of the NIC ends at once: from here no call finds any of them.
+        std::lock_guard<std::mutex> g(Handles::lock());
+        nic = nic_of(h);
+        if (!nic) return VIP_INVALID_PARAMETER;
+        std::lock_guard<std::mutex> o(nic->objs_lock);
+        for (auto* v : nic->vis) Handles::remove_locked(v->handle);
+        for (auto* c : nic->cqs) Handles::remove_locked(c->handle);
+        for (auto* p : nic->ptags) Handles::remove_locked(p->handle);
+        for (auto* c : nic->conns) Handles::remove_locked(c->handle);
+        for (auto* l : nic->listens) Handles::remove_locked(l->handle);
+        Handles::remove_locked(nic->handle);
+    }
     note_closed(nic);
     nic->eng.reset();  // stops the firmware, tells connected peers we left
-    for (auto* v : nic->vis) { v->magic = kDead; delete v; }
-    for (auto* c : nic->cqs) { c->magic = kDead; delete c; }
-    for (auto* p : nic->ptags) { p->magic = kDead; delete p; }
-    for (auto* c : nic->conns) { c->magic = kDead; delete c; }
-    for (auto* l : nic->listens) { l->magic = kDead; delete l; }  // the engine owned their listeners
+    for (auto* v : nic->vis) delete v;
+    for (auto* c : nic->cqs) delete c;
+    for (auto* p : nic->ptags) delete p;
+    for (auto* c : nic->conns) delete c;
+    for (auto* l : nic->listens) delete l;  // the engine owned their listeners
     delete nic;
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipQueryNic(VIP_NIC_HANDLE nic, VIP_NIC_ATTRIBUTES* a) {
-    if (!ok(nic) || !a) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipQueryNic(VIP_NIC_HANDLE h, VIP_NIC_ATTRIBUTES* a) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !a) return VIP_INVALID_PARAMETER;
     memset(a, 0, sizeof *a);
     snprintf(a->Name, sizeof a->Name, "softvia-%s", nic->device.c_str());
     a->HardwareVersion = NICFW_ABI_VERSION;
@@ -233,9 +261,10 @@ VIPL_API VIP_RETURN VipQueryNic(VIP_NIC_HANDLE nic, VIP_NIC_ATTRIBUTES* a) {
 }
 
 // ---------------------------------------------------------------- protection tags
-VIPL_API VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE* out) {
-    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
-    auto* p = new (std::nothrow) vip_ptag();
+VIPL_API VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE h, VIP_PROTECTION_HANDLE* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out) return VIP_INVALID_PARAMETER;
+    auto* p = new (std::nothrow) PtagObj();
     if (!p) return VIP_ERROR_RESOURCE;
     int rc = nic->eng->create_ptag(&p->id);
     if (rc < 0) {
@@ -243,21 +272,25 @@ VIPL_API VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE* out
         return VIP_ERROR_RESOURCE;
     }
     p->nic = nic;
-    std::lock_guard<std::mutex> g(nic->objs_lock);
-    nic->ptags.insert(p);
-    *out = p;
+    if (!reserve(p, Kind::kPtag)) {
+        nic->eng->destroy_ptag(p->id);
+        delete p;
+        return VIP_ERROR_RESOURCE;
+    }
+    publish(p, nic->ptags);
+    *out = handle_of<VIP_PROTECTION_HANDLE>(p->handle);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE p) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
-    if (!ok(p) || p->nic != nic) return VIP_INVALID_PTAG;
+VIPL_API VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE h, VIP_PROTECTION_HANDLE ph) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
+    PtagObj* p = ptag_of(ph);
+    if (!p || p->nic != nic) return VIP_INVALID_PTAG;
     int rc = nic->eng->destroy_ptag(p->id);
     if (rc == -EBUSY) return VIP_INVALID_STATE;  // memory or VIs still carry it
     if (rc < 0) return VIP_INVALID_PTAG;
-    std::lock_guard<std::mutex> g(nic->objs_lock);
-    nic->ptags.erase(p);
-    p->magic = kDead;
+    unpublish(p, nic->ptags);
     delete p;
     return VIP_SUCCESS;
 }
@@ -280,28 +313,32 @@ bool mapped(const void* va, uint64_t len) {
 }
 }  // namespace
 
-VIPL_API VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_ULONG len,
+VIPL_API VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_ULONG len,
                                    VIP_MEM_ATTRIBUTES* attrs, VIP_MEM_HANDLE* memh) {
-    if (!ok(nic) || !va || !attrs || !memh || len == 0) return VIP_INVALID_PARAMETER;
+    NicObj* nic = nic_of(h);
+    if (!nic || !va || !attrs || !memh || len == 0) return VIP_INVALID_PARAMETER;
     if (len > NICFW_MAX_REGION_BYTES || reinterpret_cast<uint64_t>(va) + len < len)
         return VIP_INVALID_PARAMETER;
-    if (!ok(attrs->Ptag) || attrs->Ptag->nic != nic) return VIP_INVALID_PTAG;
+    PtagObj* pt = ptag_of(attrs->Ptag);
+    if (!pt || pt->nic != nic) return VIP_INVALID_PTAG;
     if (!mapped(va, len)) return VIP_INVALID_PARAMETER;
-    int rc = nic->eng->register_mem(reinterpret_cast<uint64_t>(va), len, attrs->Ptag->id,
+    int rc = nic->eng->register_mem(reinterpret_cast<uint64_t>(va), len, pt->id,
                                     attrs->EnableRdmaWrite != 0, attrs->EnableRdmaRead != 0, memh);
     if (rc == -EPERM) return VIP_INVALID_PTAG;
     return rc < 0 ? VIP_ERROR_RESOURCE : VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE memh) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_MEM_HANDLE memh) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     return nic->eng->deregister_mem(reinterpret_cast<uint64_t>(va), memh) < 0 ? VIP_INVALID_PARAMETER
                                                                              : VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipQueryMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE memh,
+VIPL_API VIP_RETURN VipQueryMem(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_MEM_HANDLE memh,
                                 VIP_MEM_ATTRIBUTES* attrs) {
-    if (!ok(nic) || !attrs) return VIP_INVALID_PARAMETER;
+    NicObj* nic = nic_of(h);
+    if (!nic || !attrs) return VIP_INVALID_PARAMETER;
     uint32_t ptag;
     bool w, r;
     if (nic->eng->query_mem(reinterpret_cast<uint64_t>(va), memh, &ptag, &w, &r) < 0)
@@ -309,52 +346,57 @@ VIPL_API VIP_RETURN VipQueryMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE
     attrs->Ptag = nullptr;
     std::lock_guard<std::mutex> g(nic->objs_lock);
     for (auto* p : nic->ptags)
-        if (p->id == ptag) attrs->Ptag = p;
+        if (p->id == ptag) attrs->Ptag = handle_of<VIP_PROTECTION_HANDLE>(p->handle);
     attrs->EnableRdmaWrite = w;
     attrs->EnableRdmaRead = r;
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE memh,
+VIPL_API VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_MEM_HANDLE memh,
                                         VIP_MEM_ATTRIBUTES* attrs) {
-    if (!ok(nic) || !attrs) return VIP_INVALID_PARAMETER;
-    if (!ok(attrs->Ptag) || attrs->Ptag->nic != nic) return VIP_INVALID_PTAG;
-    int rc = nic->eng->set_mem_attrs(reinterpret_cast<uint64_t>(va), memh, attrs->Ptag->id,
+    NicObj* nic = nic_of(h);
+    if (!nic || !attrs) return VIP_INVALID_PARAMETER;
+    PtagObj* pt = ptag_of(attrs->Ptag);
+    if (!pt || pt->nic != nic) return VIP_INVALID_PTAG;
+    int rc = nic->eng->set_mem_attrs(reinterpret_cast<uint64_t>(va), memh, pt->id,
                                      attrs->EnableRdmaWrite != 0, attrs->EnableRdmaRead != 0);
     if (rc == -EPERM) return VIP_INVALID_PTAG;
     return rc < 0 ? VIP_INVALID_PARAMETER : VIP_SUCCESS;
 }
 
 // ---------------------------------------------------------------- errors, notify, misc
-VIPL_API VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE nic, VIP_PVOID ctx, VIP_ERROR_HANDLER_FN fn) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE h, VIP_PVOID ctx, VIP_ERROR_HANDLER_FN fn) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     nic->eng->set_error_handler(ctx, fn);
     return VIP_SUCCESS;
 }
 
 // Asynchronous completion handlers need a notification thread per NIC; not built yet.
 VIPL_API VIP_RETURN VipSendNotify(VIP_VI_HANDLE vi, VIP_PVOID, VIP_DESC_NOTIFY_FN) {
-    return ok(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+    return vi_of(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
 }
 VIPL_API VIP_RETURN VipRecvNotify(VIP_VI_HANDLE vi, VIP_PVOID, VIP_DESC_NOTIFY_FN) {
-    return ok(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+    return vi_of(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
 }
 VIPL_API VIP_RETURN VipCQNotify(VIP_CQ_HANDLE cq, VIP_PVOID, VIP_CQ_NOTIFY_FN) {
-    return ok(cq) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+    return cq_of(cq) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
 }
 VIPL_API VIP_RETURN VipQuerySystemManagementInfo(VIP_NIC_HANDLE nic, VIP_ULONG, VIP_PVOID) {
-    return ok(nic) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+    return nic_of(nic) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
 }
 
-VIPL_API VIP_RETURN VipExtGetProgressMode(VIP_NIC_HANDLE nic, VIP_EXT_PROGRESS_MODE* mode) {
-    if (!ok(nic) || !mode) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtGetProgressMode(VIP_NIC_HANDLE h, VIP_EXT_PROGRESS_MODE* mode) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !mode) return VIP_INVALID_PARAMETER;
     *mode = nic->eng->progress_mode() == nicfw::Progress::kThread ? VIP_EXT_PROGRESS_THREAD
                                                                  : VIP_EXT_PROGRESS_INLINE;
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtProgress(VIP_NIC_HANDLE nic) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtProgress(VIP_NIC_HANDLE h) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     return nic->eng->progress() ? VIP_SUCCESS : VIP_NOT_DONE;
 }
 
@@ -370,37 +412,43 @@ static void copy_counters(const nicfw_counters& c, VIP_EXT_COUNTERS* out) {
     out->Retransmits = c.retransmits;
 }
 
-VIPL_API VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE nic, VIP_EXT_COUNTERS* out) {
-    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE h, VIP_EXT_COUNTERS* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out) return VIP_INVALID_PARAMETER;
     copy_counters(nic->eng->status()->nic, out);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtQueryViCounters(VIP_VI_HANDLE vi, VIP_EXT_COUNTERS* out) {
-    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtQueryViCounters(VIP_VI_HANDLE h, VIP_EXT_COUNTERS* out) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !out) return VIP_INVALID_PARAMETER;
     copy_counters(vi->dev->st->c, out);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE vi, VIP_UINT32* id) {
-    if (!ok(vi) || !id) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE h, VIP_UINT32* id) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !id) return VIP_INVALID_PARAMETER;
     *id = NICFW_VI_INDEX(vi->dev->id);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE vi, VIP_ULONG ms) {
-    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE h, VIP_ULONG ms) {
+    ViObj* vi = vi_of(h);
+    if (!vi) return VIP_INVALID_PARAMETER;
     return vi->nic->eng->set_retry_timeout(vi->dev, ms) < 0 ? VIP_INVALID_PARAMETER : VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtSetFaults(VIP_NIC_HANDLE nic, const VIP_CHAR* spec) {
-    if (!ok(nic) || !spec) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtSetFaults(VIP_NIC_HANDLE h, const VIP_CHAR* spec) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !spec) return VIP_INVALID_PARAMETER;
     int rc = nic->eng->set_faults(spec);
     return rc == -EINVAL ? VIP_INVALID_PARAMETER : rc < 0 ? VIP_INVALID_STATE : VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtQueryFaultCounters(VIP_NIC_HANDLE nic, VIP_EXT_FAULT_COUNTERS* out) {
-    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtQueryFaultCounters(VIP_NIC_HANDLE h, VIP_EXT_FAULT_COUNTERS* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out) return VIP_INVALID_PARAMETER;
     nicfw::FaultCounters c;
     if (!nic->eng->fault_counters(&c)) return VIP_INVALID_STATE;
     out->Dropped = c.dropped;

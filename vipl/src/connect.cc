@@ -28,10 +28,11 @@ void fill_attrs(const nicfw::ViAttrs& r, VIP_VI_ATTRIBUTES* out) {
     // Ptag and QoS are local notions; the remote side's are not meaningful here.
 }
 
-// Waits until the firmware posts a connect result for vi (-1 if the timeout passes).
+// Waits until the firmware posts a connect result for vi: the result, -1 if the timeout
+// passes, -2 if the NIC closes first.
 int wait_result(ViObj* vi, VIP_ULONG timeout) {
-    wait_until(vi->nic, timeout, [&] { return vi->dev->conn_result.load(std::memory_order_acquire) != -1; });
-    return vi->dev->conn_result.load(std::memory_order_acquire);
+    Waited w = wait_until(vi->nic, timeout, [&] { return vi->dev->conn_result.load(std::memory_order_acquire) != -1; });
+    return w == Waited::kClosing ? -2 : vi->dev->conn_result.load(std::memory_order_acquire);
 }
 }  // namespace
 
@@ -39,7 +40,8 @@ VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE h, VIP_NET_ADDRESS* local, V
                                       VIP_ULONG timeout, VIP_VI_ATTRIBUTES* remote_attrs) {
     // The server matches on the discriminator of the address we connect to; ours (from
     // local) is what its VipConnectWait reports as the remote address.
-    ViObj* vi = vi_of(h);
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
     if (!vi || !addr_ok(remote)) return VIP_INVALID_PARAMETER;
     if (local && !addr_ok(local)) return VIP_INVALID_PARAMETER;
     int rc = vi->nic->eng->connect_request(vi->dev, remote->HostAddress, remote->HostAddressLen,
@@ -47,6 +49,10 @@ VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE h, VIP_NET_ADDRESS* local, V
                                            local ? disc_of(local) : nullptr, local ? local->DiscriminatorLen : 0);
     if (rc < 0) return rc == -EINVAL ? VIP_INVALID_PARAMETER : from_errno(rc);
     int r = wait_result(vi, timeout);
+    if (r == -2) {  // the NIC is closing: withdraw the request
+        vi->nic->eng->connect_cancel(vi->dev);
+        return VIP_INVALID_STATE;
+    }
     if (r == -1) {
         vi->nic->eng->connect_cancel(vi->dev);
         r = vi->dev->conn_result.load(std::memory_order_acquire);  // it may have just arrived
@@ -83,12 +89,18 @@ void report_request(ConnObj* conn, VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* r
 VIPL_API VIP_RETURN VipConnectWait(VIP_NIC_HANDLE h, VIP_NET_ADDRESS* local, VIP_ULONG timeout,
                                    VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* remote_attrs,
                                    VIP_CONN_HANDLE* out) {
-    NicObj* nic = nic_of(h);
+    NicHold hold;
+    NicObj* nic = hold.take<NicObj>(h, Kind::kNic);
     if (!nic || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
         local->HostAddressLen > NICFW_MAX_ADDR || !out)
         return VIP_INVALID_PARAMETER;
     nicfw::Listener* l = nic->eng->listen(disc_of(local), local->DiscriminatorLen);
-    wait_until(nic, timeout, [&] { return l->matched.load(std::memory_order_acquire); });
+    Waited w = wait_until(nic, timeout, [&] { return l->matched.load(std::memory_order_acquire); });
+    if (w == Waited::kClosing) {  // stop listening; a request that matched meanwhile is refused
+        nicfw::ConnRequest lost;
+        if (nic->eng->unlisten(l, &lost)) nic->eng->reject(lost);
+        return VIP_INVALID_STATE;
+    }
     auto* conn = new (std::nothrow) ConnObj();
     if (conn) conn->nic = nic;
     if (!conn || !reserve(conn, Kind::kConn)) {
@@ -236,10 +248,11 @@ VIPL_API VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE h, VIP_VI_ATTRIBUTES* remot
 }
 
 VIPL_API VIP_RETURN VipConnectPeerWait(VIP_VI_HANDLE h, VIP_VI_ATTRIBUTES* remote_attrs) {
-    ViObj* vi = vi_of(h);
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
     if (!vi) return VIP_INVALID_PARAMETER;
     // The request's own timeout bounds this wait (the firmware expires it).
     VIP_RETURN r = VIP_NOT_DONE;
-    wait_until(vi->nic, VIP_INFINITE, [&] { return (r = peer_done(vi, remote_attrs)) != VIP_NOT_DONE; });
-    return r;
+    Waited w = wait_until(vi->nic, VIP_INFINITE, [&] { return (r = peer_done(vi, remote_attrs)) != VIP_NOT_DONE; });
+    return w == Waited::kClosing ? VIP_INVALID_STATE : r;
 }

@@ -77,8 +77,12 @@ VIPL_API VIP_RETURN VipExtCQTake(VIP_CQ_HANDLE h, VIP_VI_HANDLE* vi, VIP_BOOLEAN
 }
 
 VIPL_API VIP_RETURN VipCQWait(VIP_CQ_HANDLE h, VIP_ULONG timeout, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
-    CqObj* cq = cq_of(h);
+    NicHold hold;
+    CqObj* cq = hold.take<CqObj>(h, Kind::kCq);
     if (!cq || !vi || !recv) return VIP_INVALID_PARAMETER;
-    bool got = wait_until(cq->nic, timeout, [&] { return take(cq, vi, recv) == VIP_SUCCESS; });
-    return got ? VIP_SUCCESS : VIP_TIMEOUT;
+    switch (wait_until(cq->nic, timeout, [&] { return take(cq, vi, recv) == VIP_SUCCESS; })) {
+        case Waited::kHeld: return VIP_SUCCESS;
+        case Waited::kTimeout: return VIP_TIMEOUT;
+        default: return VIP_INVALID_STATE;  // the NIC is closing
+    }
 }

@@ -70,6 +70,10 @@ struct NicObj {
     std::unordered_set<CqObj*> cqs;
     std::unordered_set<ConnObj*> conns;
     std::unordered_set<ListenObj*> listens;
+    // VipCloseNic sets closing (under Handles::lock()) when it begins; blocking calls
+    // that hold the NIC (NicHold) see it and leave, and the close waits for holds to end.
+    std::atomic<bool> closing{false};
+    std::atomic<uint32_t> holds{0};
     // name service
     std::mutex ns_lock;
     bool ns_up = false;
@@ -159,21 +163,72 @@ void unpublish(T* obj, std::unordered_set<T*>& set) {
     set.erase(obj);
 }
 
-// The wait loop of every Wait call: until cond() holds or timeout_ms passes. Inline
-// mode steps the firmware each turn. Thread mode spins briefly, then sleeps in
-// Engine::block() so that only the firmware thread polls. cond may consume what it
-// finds, so it is never asked again after it held. Returns whether it held.
+// A blocking call's hold on the NIC of the handle it was given: VipCloseNic waits until
+// every hold has ended before it frees anything, and the waits leave once the NIC is
+// closing. Taking a hold costs the table lock and an atomic add, so only the calls that
+// can block take one (the Wait calls, the connection calls that wait), never post or Done.
+class NicHold {
+public:
+    NicHold() = default;
+    NicHold(const NicHold&) = delete;
+    NicHold& operator=(const NicHold&) = delete;
+    ~NicHold() {
+        if (!nic_) return;
+        if (pushed_) tl_count_--;  // holds end in the reverse order they were taken
+        nic_->holds.fetch_sub(1, std::memory_order_release);  // the close may free it now
+    }
+    // Whether this thread holds nic (VipCloseNic from an error callback that runs inside
+    // a wait on the same NIC would otherwise wait for itself).
+    static bool held_here(const NicObj* nic) {
+        for (uint32_t i = 0; i < tl_count_; i++)
+            if (tl_held_[i] == nic) return true;
+        return false;
+    }
+    // The object of handle h (kind k) with its NIC held, or null if h is not live.
+    template <class T>
+    T* take(const void* h, Kind k) {
+        std::lock_guard<std::mutex> g(Handles::lock());
+        T* o = Handles::find<T>(token_of(h), k);
+        if (!o) return nullptr;
+        // Not closing: the close ends every handle of the NIC under this lock.
+        nic_ = owner(o);
+        nic_->holds.fetch_add(1, std::memory_order_relaxed);
+        if ((pushed_ = tl_count_ < kTlMax)) tl_held_[tl_count_++] = nic_;
+        return o;
+    }
+
+private:
+    static constexpr uint32_t kTlMax = 8;  // nesting: a wait in an error callback in a wait...
+    static inline thread_local const NicObj* tl_held_[kTlMax] = {};
+    static inline thread_local uint32_t tl_count_ = 0;
+    NicObj* nic_ = nullptr;
+    bool pushed_ = false;
+};
+
+enum class Waited { kHeld, kTimeout, kClosing };
+
+// The wait loop of every Wait call: until cond() holds, timeout_ms passes, or the NIC
+// starts closing (the caller holds it with a NicHold). Inline mode steps the firmware
+// each turn. Thread mode spins briefly, then sleeps in Engine::block() so that only the
+// firmware thread polls; VipCloseNic wakes it. cond may consume what it finds, so it is
+// never asked again after it held.
 template <class Cond>
-bool wait_until(NicObj* nic, VIP_ULONG timeout_ms, Cond cond) {
-    if (cond()) return true;
+Waited wait_until(NicObj* nic, VIP_ULONG timeout_ms, Cond cond) {
+    if (cond()) return Waited::kHeld;
     nicfw::Engine* eng = nic->eng.get();
     const bool threaded = eng->progress_mode() == nicfw::Progress::kThread;
     const uint64_t deadline = timeout_ms == VIP_INFINITE ? 0 : nicfw::now_ns() + timeout_ms * 1000000ull;
+    bool closing = false;
+    auto check = [&] {
+        if (nic->closing.load(std::memory_order_relaxed)) return closing = true;
+        return cond();
+    };
     for (uint32_t turn = 1;; turn++) {
         eng->progress();
-        if (cond()) return true;
-        if (threaded && turn > 2000 && eng->block(cond)) return true;
-        if ((threaded || (turn & 255) == 0) && deadline && nicfw::now_ns() >= deadline) return cond();
+        if (check() || (threaded && turn > 2000 && eng->block(check)))
+            return closing ? Waited::kClosing : Waited::kHeld;
+        if ((threaded || (turn & 255) == 0) && deadline && nicfw::now_ns() >= deadline)
+            return check() ? (closing ? Waited::kClosing : Waited::kHeld) : Waited::kTimeout;
     }
 }
 

@@ -1,6 +1,7 @@
 // nic.cc -- VipOpenNic/VipCloseNic/VipQueryNic, protection tags, memory registration,
 // error callback, and the softvia extensions that concern the NIC as a whole.
 #include <sched.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -207,10 +208,13 @@ VIPL_API VIP_RETURN VipOpenNic(const VIP_CHAR* DeviceName, VIP_NIC_HANDLE* NicHa
 VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE h) {
     NicObj* nic;
     {
-        // Every handle of the NIC ends at once: from here no call finds any of them.
+        // Every handle of the NIC ends at once: from here no call finds any of them, and
+        // no blocking call takes a new hold on the NIC.
         std::lock_guard<std::mutex> g(Handles::lock());
         nic = nic_of(h);
         if (!nic) return VIP_INVALID_PARAMETER;
+        if (NicHold::held_here(nic)) return VIP_INVALID_STATE;  // an error callback inside a wait on it
+        nic->closing.store(true, std::memory_order_relaxed);
         std::lock_guard<std::mutex> o(nic->objs_lock);
         for (auto* v : nic->vis) Handles::remove_locked(v->handle);
         for (auto* c : nic->cqs) Handles::remove_locked(c->handle);
@@ -218,6 +222,13 @@ VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE h) {
         for (auto* c : nic->conns) Handles::remove_locked(c->handle);
         for (auto* l : nic->listens) Handles::remove_locked(l->handle);
         Handles::remove_locked(nic->handle);
+    }
+    // Threads in the NIC's blocking calls see closing and return VIP_INVALID_STATE; in
+    // thread mode they may be asleep in the firmware's futex, so wake them until all left.
+    while (nic->holds.load(std::memory_order_acquire) != 0) {
+        nic->eng->wake_blocked();
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, nullptr);
     }
     note_closed(nic);
     nic->eng.reset();  // stops the firmware, tells connected peers we left

@@ -68,13 +68,17 @@ VIP_RETURN done(ViObj* vi, DriverQueue& q, VIP_DESCRIPTOR** out) {
     return take_done(q, out);
 }
 
+// The Wait calls (the caller holds vi's NIC): VIP_INVALID_STATE also when the NIC closes.
 VIP_RETURN wait(ViObj* vi, DriverQueue& q, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
     {
         std::lock_guard<SpinLock> g(q.lock);
         if (q.head == q.tail) return VIP_INVALID_STATE;  // nothing posted: it would never end
     }
-    bool got = wait_until(vi->nic, timeout, [&] { return take_done(q, out) == VIP_SUCCESS; });
-    return got ? VIP_SUCCESS : VIP_TIMEOUT;
+    switch (wait_until(vi->nic, timeout, [&] { return take_done(q, out) == VIP_SUCCESS; })) {
+        case Waited::kHeld: return VIP_SUCCESS;
+        case Waited::kTimeout: return VIP_TIMEOUT;
+        default: return VIP_INVALID_STATE;
+    }
 }
 }  // namespace
 
@@ -188,13 +192,15 @@ VIPL_API VIP_RETURN VipRecvDone(VIP_VI_HANDLE h, VIP_DESCRIPTOR** out) {
 }
 
 VIPL_API VIP_RETURN VipSendWait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
-    ViObj* vi = vi_of(h);
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
     if (!vi || !out) return VIP_INVALID_PARAMETER;
     return wait(vi, vi->sq, timeout, out);
 }
 
 VIPL_API VIP_RETURN VipRecvWait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
-    ViObj* vi = vi_of(h);
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
     if (!vi || !out) return VIP_INVALID_PARAMETER;
     return wait(vi, vi->rq, timeout, out);
 }
@@ -226,7 +232,8 @@ VIPL_API VIP_RETURN VipExtRecvReplyDone(VIP_VI_HANDLE h, VIP_DESCRIPTOR** out) {
 }
 
 VIPL_API VIP_RETURN VipExtRecvReplyWait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
-    ViObj* vi = vi_of(h);
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
     if (!vi || !out) return VIP_INVALID_PARAMETER;
     if (!vi->steering) return VIP_INVALID_STATE;
     return wait(vi, vi->rq_reply, timeout, out);

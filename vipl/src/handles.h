@@ -25,6 +25,8 @@
 
 namespace softvia::vipl {
 
+static_assert(sizeof(void*) == 8, "a handle carries a 64-bit token in a pointer-sized type");
+
 enum class Kind : uint8_t { kNic = 1, kPtag = 2, kVi = 3, kCq = 4, kConn = 5, kListen = 6 };
 
 class Handles {

@@ -22,16 +22,6 @@ namespace softvia::vipl {
 
 using nicfw::SpinLock;
 
-enum : uint32_t {
-    kNicMagic = 0x4e494331,   // "NIC1"
-    kPtagMagic = 0x50544731,  // "PTG1"
-    kViMagic = 0x56494931,    // "VII1"
-    kCqMagic = 0x43515131,    // "CQQ1"
-    kConnMagic = 0x434f4e31,  // "CON1"
-    kListenMagic = 0x4c534e31,  // "LSN1"
-    kDead = 0xdeadbeef,
-};
-
 // The driver's copy of a work queue: descriptors in the order they were posted, so
 // Done can return them in order once the NIC marks them done. Grows on demand up to
 // the NIC's MaxDescriptorsPerQueue.

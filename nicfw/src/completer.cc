@@ -30,8 +30,8 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     vi.serve.clear();
     vi.refusing = false;
     while (!vi.sq.empty()) {
-        VIP_DESCRIPTOR* d = vi.sq.front().desc;
-        complete(vi, false, d, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(d), 0);
+        const WorkItem& w = vi.sq.front();
+        complete(vi, false, w, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(w.desc), 0);
         vi.sq.pop();
     }
     vi.tx_busy = false;
@@ -44,11 +44,11 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     vi.acks_owed = 0;  // a later connection must not inherit them (flush_acks drops the listing)
     vi.ack_hold = vi.ack_dense = false;
     while (!vi.rq.empty()) {
-        complete(vi, true, vi.rq.front().desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        complete(vi, true, vi.rq.front(), VIP_STATUS_DESC_FLUSHED_ERROR, 0);
         vi.rq.pop();
     }
     while (!vi.rq_reply.empty()) {
-        complete_on(vi, NICFW_REPLYQ, vi.rq_reply.front().desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        complete_on(vi, NICFW_REPLYQ, vi.rq_reply.front(), VIP_STATUS_DESC_FLUSHED_ERROR, 0);
         vi.rq_reply.pop();
     }
     if (new_state == VIP_STATE_ERROR && old == VIP_STATE_CONNECTED)

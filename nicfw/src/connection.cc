@@ -273,14 +273,14 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
     if (has_payload) {
         if (h.msg_len < kFixed || h.msg_len > f.len - sizeof(nicfw_frame_hdr) ||
             h.msg_len > sizeof(nicfw_conn_payload)) {
-            status_->nic.drops++;
+            bump(status_->nic.drops);
             return;
         }
         memcpy(&pl, f.data + sizeof(nicfw_frame_hdr), h.msg_len);
         if (pl.src_disc_len > NICFW_MAX_DISCRIMINATOR || pl.dst_disc_len > NICFW_MAX_DISCRIMINATOR ||
             pl.src_addr_len > NICFW_MAX_ADDR ||
             kFixed + pl.src_disc_len + pl.dst_disc_len > h.msg_len) {
-            status_->nic.drops++;
+            bump(status_->nic.drops);
             return;
         }
     }
@@ -400,7 +400,7 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
             return;
         }
         default:
-            status_->nic.drops++;
+            bump(status_->nic.drops);
             return;
     }
 }

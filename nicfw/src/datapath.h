@@ -13,18 +13,20 @@ namespace softvia::nicfw {
 // a message does not pay a dozen call frames (-O2 would keep most of them).
 #define HOT_INLINE [[gnu::always_inline]] inline
 
-// The descriptor itself (control segment plus segcount segments) must lie in the region
-// its memory handle names, with the VI's protection tag. Returns a status bit or 0, and
-// the region in *reg. One lookup serves both checks (the table only changes under the
-// engine lock, which we hold): the control segment first, since SegCount is read from it.
-HOT_INLINE uint32_t Engine::check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount, const Region** reg) {
+// The descriptor itself (control segment plus SegCount segments) must lie in the region
+// its memory handle names, with the VI's protection tag. Returns a status bit or 0, the
+// control segment as read in *cs, and the region in *reg. One lookup serves both checks
+// (the table only changes under the engine lock, which we hold): the control segment
+// first, since SegCount is read from it.
+HOT_INLINE uint32_t Engine::check_desc(Vi& vi, const WorkItem& w, VIP_CONTROL_SEGMENT* cs, const Region** reg) {
     const uint64_t d = reinterpret_cast<uint64_t>(w.desc);
     const Region* r = mem_.find(w.memh);
     if (!r || r->ptag != vi.attrs.ptag || !MemTable::in_range(*r, d, sizeof(VIP_CONTROL_SEGMENT)))
         return VIP_STATUS_PROTECTION_ERROR;
-    // One read of the field the driver may still be scribbling on: use what we read.
-    uint16_t n = __atomic_load_n(&w.desc->CS.SegCount, __ATOMIC_RELAXED);
-    *segcount = n;
+    // One snapshot of what the driver may still be scribbling on: use what we read. The
+    // program may have unmapped it since it registered it: then it is a protection error.
+    if (!hostmem::load(&w.desc->CS, cs)) return VIP_STATUS_PROTECTION_ERROR;
+    const uint16_t n = cs->SegCount;
     if (n > NICFW_MAX_SEGMENTS) return VIP_STATUS_FORMAT_ERROR;
     uint64_t len = sizeof(VIP_CONTROL_SEGMENT) + uint64_t{n} * sizeof(VIP_DESCRIPTOR_SEGMENT);
     if (!MemTable::in_range(*r, d, len)) return VIP_STATUS_PROTECTION_ERROR;
@@ -38,16 +40,17 @@ HOT_INLINE uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_
     uint64_t sum = 0;
     for (uint32_t i = 0; i < count; i++) {
         VIP_DATA_SEGMENT s;
-        memcpy(&s, &desc_segment(d, first + i)->Local, sizeof s);  // one snapshot of untrusted memory
+        if (!hostmem::load(&desc_segment(d, first + i)->Local, &s))  // one snapshot of untrusted memory
+            return VIP_STATUS_PROTECTION_ERROR;
         if (s.Length == 0) {
-            out[i] = Seg{nullptr, 0};
+            out[i] = Seg{nullptr, 0, 0};
             continue;
         }
         // Data in the descriptor's own region (the usual case) needs no second lookup.
         const Region* r = reg && s.Handle == w.memh ? reg : mem_.find(s.Handle);
         if (!r || r->ptag != vi.attrs.ptag || !MemTable::in_range(*r, s.Data.AddressBits, s.Length))
             return VIP_STATUS_PROTECTION_ERROR;
-        out[i] = Seg{static_cast<uint8_t*>(s.Data.Address), s.Length};
+        out[i] = Seg{static_cast<uint8_t*>(s.Data.Address), s.Length, s.Handle};
         sum += s.Length;
     }
     if (sum > UINT32_MAX) return VIP_STATUS_LENGTH_ERROR;
@@ -55,26 +58,58 @@ HOT_INLINE uint32_t Engine::validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_
     return 0;
 }
 
+HOT_INLINE uint32_t Engine::recheck_segs(const Vi& vi, const Seg* segs, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (segs[i].len == 0) continue;
+        const Region* r = mem_.find(segs[i].memh);
+        if (!r || r->ptag != vi.attrs.ptag ||
+            !MemTable::in_range(*r, reinterpret_cast<uint64_t>(segs[i].ptr), segs[i].len))
+            return VIP_STATUS_PROTECTION_ERROR;
+    }
+    return 0;
+}
+
 // Completions write the descriptor's status and, when the queue is bound to one, a CQ entry.
-HOT_INLINE void Engine::complete_on(Vi& vi, uint32_t queue, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
+HOT_INLINE void Engine::complete_on(Vi& vi, uint32_t queue, const WorkItem& w, uint32_t status, uint32_t len,
+                                    const uint32_t* imm) {
     const bool recv = queue != NICFW_SENDQ;
-    d->CS.Length = len;
+    VIP_DESCRIPTOR* d = w.desc;
     // status may name its operation (RDMA); otherwise the queue does.
     uint32_t op = (status & VIP_STATUS_OP_MASK) ? 0 : (recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND);
     uint32_t st = status | VIP_STATUS_DONE | op;
-    // Release: the driver that sees DONE (acquire load in VipSendDone/VipRecvDone) sees
-    // Length, ImmediateData and the scattered data.
-    __atomic_store_n(&d->CS.Status, st, __ATOMIC_RELEASE);
+    // The descriptor is written only while the region its doorbell named holds it (the
+    // driver checked that at post; the program may have deregistered or unmapped it
+    // since). That region may carry another protection tag: the descriptor check failed
+    // then, and the program learns it from this status.
+    const Region* r = mem_.find(w.memh);
+    bool written = r &&
+                   MemTable::in_range(*r, reinterpret_cast<uint64_t>(d), sizeof(VIP_CONTROL_SEGMENT)) &&
+                   (!imm || hostmem::store32(&d->CS.ImmediateData, *imm) == 0) &&
+                   // Length and Status in one 8-byte store (adjacent, 8-aligned), after the data and
+                   // ImmediateData: a driver that sees DONE (acquire load in VipSendDone/VipRecvDone)
+                   // sees them all (x86-64 keeps stores in order; hostmem.h).
+                   hostmem::store64(&d->CS.Length, uint64_t{len} | uint64_t{st} << 32) == 0;
+    static_assert(offsetof(VIP_CONTROL_SEGMENT, Status) == offsetof(VIP_CONTROL_SEGMENT, Length) + 4 &&
+                      offsetof(VIP_CONTROL_SEGMENT, Length) % 8 == 0,
+                  "Length and Status are written as one 8-byte store");
+    if (!written) [[unlikely]] {
+        // The completion is lost: the driver's queue stops at this descriptor. Tell the
+        // program, which broke VIA's rule that posted descriptors stay registered.
+        bump(vi.st->c.errors);
+        bump(status_->nic.errors);
+        raise(&vi, nullptr, d, VIP_RESOURCE_DESCRIPTOR, VIP_ERROR_COMP_PROT);
+        return;
+    }
     if (status & VIP_STATUS_ERROR_MASK) {
-        vi.st->c.errors++;
-        status_->nic.errors++;
+        bump(vi.st->c.errors);
+        bump(status_->nic.errors);
     }
     if (recv) {
-        vi.st->c.recvs_done++;
-        status_->nic.recvs_done++;
+        bump(vi.st->c.recvs_done);
+        bump(status_->nic.recvs_done);
     } else {
-        vi.st->c.sends_done++;
-        status_->nic.sends_done++;
+        bump(vi.st->c.sends_done);
+        bump(status_->nic.sends_done);
     }
     Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_reply;
     if (cq) cq_push(cq, vi, queue);

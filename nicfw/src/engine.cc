@@ -2,9 +2,11 @@
 #include "nicfw/engine.h"
 #include "datapath.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +33,7 @@ uint64_t now_ns() {
 int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::string* why) {
     std::string ignored;
     if (!why) why = &ignored;
+    hostmem::install();  // before the first access to host memory (hostmem.h)
     std::unique_ptr<Engine> e(new Engine());
     e->cfg_ = cfg;
     DeviceSpec dev;
@@ -53,11 +56,18 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
 
     e->db_ring_.reset(new nicfw_doorbell[NICFW_DOORBELL_ENTRIES]);
 
-    // Status page: a memfd other processes of this user can map (softvia-nicinfo).
+    // Status page: a memfd softvia-nicinfo reads through /proc/<pid>/fd. Mode 0600 (a
+    // memfd is born 0777): this user and root only. Sealed at its size, so a reader
+    // can trust the size it sees (and tell our pages from files that only share the name).
     e->status_len_ = sizeof(nicfw_status_page) + NICFW_MAX_VI * sizeof(nicfw_vi_status);
-    e->status_fd_ = memfd_create("softvia-nic", MFD_CLOEXEC);
-    if (e->status_fd_ < 0) return -errno;
-    if (ftruncate(e->status_fd_, static_cast<off_t>(e->status_len_)) != 0) return -errno;
+    e->status_fd_ = memfd_create("softvia-nic", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (e->status_fd_ < 0 || fchmod(e->status_fd_, 0600) != 0 ||
+        ftruncate(e->status_fd_, static_cast<off_t>(e->status_len_)) != 0 ||
+        fcntl(e->status_fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int err = errno;
+        *why = std::string("status page memfd: ") + strerror(err);
+        return -err;
+    }
     void* p = mmap(nullptr, e->status_len_, PROT_READ | PROT_WRITE, MAP_SHARED, e->status_fd_, 0);
     if (p == MAP_FAILED) return -errno;
     e->status_ = static_cast<nicfw_status_page*>(p);
@@ -133,7 +143,11 @@ bool Engine::has_ptag(uint32_t ptag) const {
 
 // ---------------------------------------------------------------- memory
 int Engine::register_mem(uint64_t va, uint64_t len, uint32_t ptag, bool rdma_w, bool rdma_r,
-                         uint32_t* memh) {
+                         uint32_t* memh, std::string* why) {
+    // The NIC must be able to do what the attributes allow: read any registered memory
+    // (sends gather from it) and write memory open to RDMA write. Memory the program
+    // makes inaccessible later is the device's fault handler's business (hostmem.h).
+    if (int rc = hostmem::check_access(va, len, rdma_w, why)) return rc;
     CtlGuard g(lock_, ctl_waiters_);
     if (!has_ptag(ptag)) return -EPERM;
     return mem_.add(va, len, ptag, rdma_w, rdma_r, memh);
@@ -157,14 +171,17 @@ int Engine::query_mem(uint64_t va, uint32_t memh, uint32_t* ptag, bool* rdma_w, 
     return 0;
 }
 
-int Engine::set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w, bool rdma_r) {
+int Engine::set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w, bool rdma_r,
+                          std::string* why) {
     CtlGuard g(lock_, ctl_waiters_);
     Region* r = mem_.find(memh);
     if (!r || r->base.load(std::memory_order_relaxed) != va) return -EINVAL;
     if (!has_ptag(ptag)) return -EPERM;
-    r->ptag = ptag;
-    r->rdma_write = rdma_w;
-    r->rdma_read = rdma_r;
+    // Opening it to RDMA write: it must be writable (register_mem).
+    if (rdma_w && !r->rdma_write) {
+        if (int rc = hostmem::check_access(va, r->len.load(std::memory_order_relaxed), true, why)) return rc;
+    }
+    mem_.set_attrs(r, ptag, rdma_w, rdma_r);
     return 0;
 }
 
@@ -312,15 +329,15 @@ bool Engine::service_doorbells() {
         if (db.queue == NICFW_RECVQ || db.queue == NICFW_REPLYQ) {
             WorkQueue& q = db.queue == NICFW_REPLYQ ? vi->rq_reply : vi->rq;
             if (st == VIP_STATE_ERROR || (db.queue == NICFW_REPLYQ && !vi->steering)) {
-                complete_on(*vi, db.queue, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+                complete_on(*vi, db.queue, w, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
             } else if (!q.push(w)) {
-                complete_on(*vi, db.queue, w.desc, VIP_STATUS_FORMAT_ERROR, 0);  // driver bounds it; never
+                complete_on(*vi, db.queue, w, VIP_STATUS_FORMAT_ERROR, 0);  // driver bounds it; never
             }
         } else {
             if (st != VIP_STATE_CONNECTED) {
-                complete(*vi, false, w.desc, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(w.desc), 0);
+                complete(*vi, false, w, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(w.desc), 0);
             } else if (!vi->sq.push(w)) {
-                complete(*vi, false, w.desc, VIP_STATUS_FORMAT_ERROR, 0);
+                complete(*vi, false, w, VIP_STATUS_FORMAT_ERROR, 0);
             } else {
                 list_tx(*vi);
             }
@@ -523,7 +540,9 @@ void Engine::raise(Vi* vi, Cq* cq, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE res, VIP
     e.ViHandle = vi ? static_cast<VIP_VI_HANDLE>(vi->user) : nullptr;
     e.CQHandle = cq ? static_cast<VIP_CQ_HANDLE>(cq->user) : nullptr;
     e.DescriptorPtr = d;
-    e.OpCode = d ? (d->CS.Control & VIP_CONTROL_OP_MASK) : 0;
+    uint16_t control = 0;
+    if (d) hostmem::load(&d->CS.Control, &control);  // the program may have unmapped it
+    e.OpCode = control & VIP_CONTROL_OP_MASK;
     e.ResourceCode = res;
     e.ErrorCode = code;
     std::lock_guard<SpinLock> g(err_lock_);

@@ -15,12 +15,13 @@ namespace softvia::nicfw {
 // (tx_op, remote buffer, gathered segments, length). Returns 0 or the status bit of the
 // first check that failed; *op is the operation the descriptor asked for.
 HOT_INLINE uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
-    uint16_t n = 0;
     *op = 0;
+    VIP_CONTROL_SEGMENT cs;
     const Region* reg = nullptr;
-    uint32_t bad = check_desc(vi, w, &n, &reg);
+    uint32_t bad = check_desc(vi, w, &cs, &reg);
     if (bad) return bad;
-    uint16_t control = __atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED);
+    const uint16_t n = cs.SegCount;
+    const uint16_t control = cs.Control;
     *op = control & VIP_CONTROL_OP_MASK;
     uint32_t first = 0;
     if ((control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY) || *op == VIP_CONTROL_OP_RESERVED)
@@ -32,7 +33,7 @@ HOT_INLINE uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
             (vi.attrs.reliability == VIP_SERVICE_UNRELIABLE || (control & VIP_CONTROL_IMMEDIATE)))
             return VIP_STATUS_FORMAT_ERROR;  // reads need a reliable VI and carry no immediate data
         VIP_ADDRESS_SEGMENT a;
-        memcpy(&a, &desc_segment(w.desc, 0)->Remote, sizeof a);
+        if (!hostmem::load(&desc_segment(w.desc, 0)->Remote, &a)) return VIP_STATUS_PROTECTION_ERROR;
         vi.tx_raddr = a.Data.AddressBits;
         vi.tx_rmemh = a.Handle;
         first = 1;
@@ -40,7 +41,8 @@ HOT_INLINE uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
     // What every frame's header takes from the descriptor, read once here.
     vi.tx_hflags = static_cast<uint8_t>(((control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0) |
                                         ((control & VIP_EXT_CONTROL_REPLY) ? NICFW_FF_REPLY : 0));
-    vi.tx_imm = __atomic_load_n(&w.desc->CS.ImmediateData, __ATOMIC_RELAXED);
+    vi.tx_imm = cs.ImmediateData;
+    vi.tx_epoch = mem_.epoch();
     bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len, w, reg);
     if (bad == 0 && (vi.tx_len > vi.attrs.max_transfer || vi.tx_len > vi.remote.max_transfer))
         bad = VIP_STATUS_LENGTH_ERROR;
@@ -57,28 +59,53 @@ HOT_INLINE bool Engine::start_send(Vi& vi, const WorkItem& w) {
     uint32_t op;
     uint32_t bad = load_send(vi, w, &op);
     if (bad) {
-        vi.sq.pop();
-        TxEntry& e = vi.pending.push();
-        e.kind = TxEntry::kLocal;
-        e.done = true;
-        e.desc = w.desc;
-        e.memh = w.memh;
-        e.status = bad;
-        e.seq = vi.tx_seq++;
-        // The status still names the operation, when the descriptor said which.
-        e.op = op == VIP_CONTROL_OP_RDMAWRITE  ? VIP_STATUS_OP_RDMA_WRITE
-               : op == VIP_CONTROL_OP_RDMAREAD ? VIP_STATUS_OP_RDMA_READ
-                                               : VIP_STATUS_OP_SEND;
-        retire(vi);
-        // VIA: on a reliable VI a descriptor error breaks the connection.
-        if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE)
-            flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);
+        fail_request(vi, w, bad, op);
         return false;
     }
     vi.tx_cur_seq = vi.tx_seq;
     vi.tx_resend = false;
     vi.tx_busy = true;
     return true;
+}
+
+// The head send descriptor w fails with status (op: what it asked for, VIP_CONTROL_OP_*):
+// it takes a sequence number, so a receiver that saw part of it knows the next message
+// is a new one, and completes in post order.
+void Engine::fail_request(Vi& vi, const WorkItem& w, uint32_t status, uint32_t op) {
+    vi.sq.pop();
+    TxEntry& e = vi.pending.push();
+    e.kind = TxEntry::kLocal;
+    e.done = true;
+    e.desc = w.desc;
+    e.memh = w.memh;
+    e.status = status;
+    e.seq = vi.tx_seq++;
+    // The status still names the operation, when the descriptor said which.
+    e.op = op == VIP_CONTROL_OP_RDMAWRITE  ? VIP_STATUS_OP_RDMA_WRITE
+           : op == VIP_CONTROL_OP_RDMAREAD ? VIP_STATUS_OP_RDMA_READ
+                                           : VIP_STATUS_OP_SEND;
+    retire(vi);
+    // VIA: on a reliable VI a descriptor error breaks the connection.
+    if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE) flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);
+}
+
+// The request being transmitted lost its memory half way (deregistered, or unmapped by
+// the program): nothing more of it is read, and it fails with status. Part of it may be
+// at the target already: an unreliable receiver drops it when the next message starts,
+// a reliable VI breaks (fail_request).
+void Engine::abort_send(Vi& vi, uint32_t status) {
+    vi.tx_busy = false;
+    if (!vi.tx_resend) {
+        fail_request(vi, vi.tx_w, status, vi.tx_op);
+        return;
+    }
+    vi.tx_resend = false;
+    if (TxEntry* e = pending_entry(vi, vi.tx_cur_seq); e && !e->done) {
+        e->status = status;
+        e->done = true;
+        if (e->kind == TxEntry::kRead) vi.reads_out--;
+    }
+    flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);  // a resend runs on a reliable VI
 }
 
 // Loads the next request of a go-back-N resend, skipping those already answered.
@@ -105,8 +132,8 @@ bool Engine::start_resend(Vi& vi) {
         vi.tx_resend = true;
         vi.tx_busy = true;
         vi.rtx_next++;
-        vi.st->c.retransmits++;
-        status_->nic.retransmits++;
+        bump(vi.st->c.retransmits);
+        bump(status_->nic.retransmits);
         return true;
     }
     return false;
@@ -156,7 +183,7 @@ HOT_INLINE void Engine::finish_send(Vi& vi) {
     // Done already and nothing posted before it is outstanding: it completes now, as
     // retire() would, without a trip through the FIFO (the common case on a lossless wire).
     if (kind == TxEntry::kLocal && vi.pending.empty() && !vi.rel_proto) {
-        complete(vi, false, vi.tx_w.desc, op, vi.tx_len);
+        complete(vi, false, vi.tx_w, op, vi.tx_len);
         return;
     }
     TxEntry& e = vi.pending.push();
@@ -169,6 +196,7 @@ HOT_INLINE void Engine::finish_send(Vi& vi) {
     e.op = op;
     if (kind == TxEntry::kRead) {
         e.segs.assign(vi.tx_segs, vi.tx_segs + vi.tx_nsegs);
+        e.epoch = vi.tx_epoch;
         vi.reads_out++;
     }
     if (vi.rel_proto) {
@@ -184,7 +212,7 @@ HOT_INLINE void Engine::finish_send(Vi& vi) {
 void Engine::retire(Vi& vi) {
     while (!vi.pending.empty() && vi.pending.front().done) {
         TxEntry& e = vi.pending.front();
-        complete(vi, false, e.desc, e.status | e.op, (e.status & VIP_STATUS_ERROR_MASK) ? 0 : e.len);
+        complete(vi, false, WorkItem{e.desc, e.memh}, e.status | e.op, (e.status & VIP_STATUS_ERROR_MASK) ? 0 : e.len);
         vi.pending.pop();
     }
 }
@@ -202,8 +230,8 @@ HOT_INLINE void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t pa
     (void)hdr;
     uint32_t len = static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload;
     tr_->tx_commit(peer, len);
-    status_->nic.tx_frames++;
-    status_->nic.tx_bytes += len;
+    bump(status_->nic.tx_frames);
+    bump(status_->nic.tx_bytes, len);
 }
 
 bool Engine::try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload) {
@@ -234,7 +262,7 @@ void Engine::queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* pa
     if (static_cast<size_t>(peer) >= backlog_per_peer_.size()) backlog_per_peer_.resize(peer + 1, 0);
     if (backlog_per_peer_[peer] == 0 && try_control(peer, h, payload)) return;
     if (backlog_per_peer_[peer] >= kMaxBacklogPerPeer) {
-        status_->nic.drops++;  // a live peer that stopped reading: its liveness is its problem
+        bump(status_->nic.drops);  // a live peer that stopped reading: its liveness is its problem
         return;
     }
     backlog_.push_back({peer, h, std::vector<uint8_t>(payload, payload + h.msg_len)});
@@ -340,20 +368,49 @@ bool Engine::flush_acks(bool now) {
 }
 
 HOT_INLINE void Engine::count_tx(Vi& vi, uint32_t bytes) {
-    vi.st->c.tx_frames++;
-    vi.st->c.tx_bytes += bytes;
+    bump(vi.st->c.tx_frames);
+    bump(vi.st->c.tx_bytes, bytes);
+}
+
+// A read being served lost its memory half way: the requester gets a NAK for it and the
+// connection breaks, as for a read refused at once (refuse). Reads after it go unanswered.
+void Engine::refuse_read(Vi& vi, uint32_t seq) {
+    vi.serve.clear();
+    bump(vi.st->c.errors);
+    bump(status_->nic.errors);
+    refuse(vi, VIP_STATUS_RDMA_PROT_ERROR, seq, VIP_ERROR_RDMAR_PROT);
 }
 
 // Answers the RDMA reads this VI was asked for, oldest first. False if the link filled.
 bool Engine::serve_reads(Vi& vi) {
     while (!vi.serve.empty()) {
         ReadService& r = vi.serve.front();
+        uint8_t* src;
+        // Checked when the request came; again if the memory table changed since.
+        if (r.epoch != mem_.epoch()) {
+            if (check_remote(vi, r.addr, r.memh, r.len, false, &src) != 0) [[unlikely]] {
+                refuse_read(vi, r.seq);
+                return true;
+            }
+            r.epoch = mem_.epoch();
+        }
+        src = reinterpret_cast<uint8_t*>(r.addr);
         do {
             uint32_t frag = std::min(r.len - r.off, mtu_);
             nicfw_frame_hdr* h;
             uint8_t* p = frame_reserve(vi.peer, frag, &h);
             if (!p) return false;
-            memcpy(p, r.src + r.off, frag);
+            if (hostmem::copy(p, src + r.off, frag) != 0) [[unlikely]] {
+                // Unmapped by its owner since it was registered. The reserved frame must
+                // still be committed: it goes as an ACK of what came before the read.
+                *h = frame_to(vi, NICFW_F_ACK);
+                h->imm = vi.acks_owed;
+                h->seq = r.seq;
+                vi.acks_owed = 0;
+                frame_commit(vi.peer, h, 0);
+                refuse_read(vi, r.seq);
+                return true;
+            }
             *h = frame_to(vi, NICFW_F_READ_RESP);
             h->msg_len = r.len;
             h->offset = r.off;
@@ -380,8 +437,10 @@ HOT_INLINE bool Engine::next_transmission(Vi& vi, bool* blocked) {
             return false;
         }
         WorkItem w = vi.sq.front();
-        // VIP_CONTROL_QFENCE: wait until every earlier RDMA read has completed.
-        if (vi.reads_out && (__atomic_load_n(&w.desc->CS.Control, __ATOMIC_RELAXED) & VIP_CONTROL_QFENCE)) {
+        // VIP_CONTROL_QFENCE: wait until every earlier RDMA read has completed. (Unreadable:
+        // no fence; start_send fails it.)
+        uint16_t control = 0;
+        if (vi.reads_out && hostmem::load(&w.desc->CS.Control, &control) && (control & VIP_CONTROL_QFENCE)) {
             *blocked = true;
             return false;
         }
@@ -393,6 +452,15 @@ HOT_INLINE bool Engine::next_transmission(Vi& vi, bool* blocked) {
 // Sends the frames of the current request that are still to go. False if the link filled
 // (the rest goes on a later step).
 HOT_INLINE bool Engine::emit_frames(Vi& vi) {
+    // The segments were checked when the request started; if the memory table changed
+    // since (a multi-frame message, deregistration in between), again.
+    if (vi.tx_epoch != mem_.epoch()) [[unlikely]] {
+        if (uint32_t bad = recheck_segs(vi, vi.tx_segs, vi.tx_nsegs)) {
+            abort_send(vi, bad);
+            return true;
+        }
+        vi.tx_epoch = mem_.epoch();
+    }
     const bool rdma = vi.tx_op != VIP_CONTROL_OP_SENDRECV;
     const uint32_t ext = rdma ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
     const nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};
@@ -430,7 +498,19 @@ HOT_INLINE bool Engine::emit_frames(Vi& vi) {
         for (uint32_t done = 0; done < frag;) {
             const Seg s = vi.tx_segs[seg];
             uint32_t take = std::min(frag - done, s.len - seg_off);
-            if (take) memcpy(p + done, s.ptr + seg_off, take);  // zero-length: no pointer
+            // zero-length: no pointer. A fault: the program unmapped the buffer it posted.
+            if (take && hostmem::copy(p + done, s.ptr + seg_off, take) != 0) [[unlikely]] {
+                // The reserved frame must be committed: it goes as a zero-length fragment
+                // that no receiver takes (offset past the message), then the request fails.
+                nicfw_frame_hdr hd = frame_to(vi, rdma ? NICFW_F_RDMA_WRITE : NICFW_F_DATA);
+                hd.msg_len = vi.tx_len;
+                hd.offset = vi.tx_len;
+                hd.seq = vi.tx_cur_seq;
+                memcpy(h, &hd, sizeof hd);  // (the RDMA extension is in place already)
+                frame_commit(vi.peer, h, ext);
+                abort_send(vi, VIP_STATUS_PROTECTION_ERROR);
+                return true;
+            }
             done += take;
             seg_off += take;
             if (seg_off == s.len) {
@@ -485,7 +565,7 @@ HOT_INLINE void Engine::transmit_vi(Vi& vi, bool* blocked) {
             *blocked = true;
             return;
         }
-        finish_send(vi);
+        if (vi.tx_busy) finish_send(vi);  // (not when emit_frames ended it with an error)
         // Nothing more to send (the usual case): return without another look for it.
         if (vi.sq.empty() && vi.rtx_next == vi.rtx_end) return;
     }

@@ -44,7 +44,7 @@ static int init_in_child(const char *path, char *err, size_t errsz) {
     if (pid == 0) {
         dup2(efd, 2);
         signal(SIGALRM, SIG_DFL); /* not the test's watchdog: die of it */
-        alarm(5);
+        alarm(5 * th_slow());
 #ifndef UNDER_ASAN
         struct rlimit rl = {1ul << 30, 1ul << 30}; /* a reader that never stops dies here */
         setrlimit(RLIMIT_DATA, &rl);

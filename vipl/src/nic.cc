@@ -307,23 +307,6 @@ VIPL_API VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE h, VIP_PROTECTION_HANDLE ph) {
 }
 
 // ---------------------------------------------------------------- memory
-namespace {
-// True if every page of [va, va+len) is mapped in this process (mincore fails with
-// ENOMEM on a hole), so the NIC never registers memory it could fault on.
-bool mapped(const void* va, uint64_t len) {
-    static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    uint64_t start = reinterpret_cast<uint64_t>(va) & ~(page - 1);
-    uint64_t end = reinterpret_cast<uint64_t>(va) + len;
-    unsigned char vec[256];
-    for (uint64_t a = start; a < end;) {
-        uint64_t chunk = std::min<uint64_t>(end - a, 256 * page);  // vec holds 256 pages
-        if (mincore(reinterpret_cast<void*>(a), chunk, vec) != 0) return false;
-        a += (chunk + page - 1) & ~(page - 1);
-    }
-    return true;
-}
-}  // namespace
-
 VIPL_API VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_ULONG len,
                                    VIP_MEM_ATTRIBUTES* attrs, VIP_MEM_HANDLE* memh) {
     NicObj* nic = nic_of(h);
@@ -332,10 +315,12 @@ VIPL_API VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_ULONG len
         return VIP_INVALID_PARAMETER;
     PtagObj* pt = ptag_of(attrs->Ptag);
     if (!pt || pt->nic != nic) return VIP_INVALID_PTAG;
-    if (!mapped(va, len)) return VIP_INVALID_PARAMETER;
+    // The NIC refuses memory it could not access as the attributes allow (-EFAULT: not
+    // mapped, not readable, or not writable for RDMA write).
     int rc = nic->eng->register_mem(reinterpret_cast<uint64_t>(va), len, pt->id,
                                     attrs->EnableRdmaWrite != 0, attrs->EnableRdmaRead != 0, memh);
     if (rc == -EPERM) return VIP_INVALID_PTAG;
+    if (rc == -EFAULT) return VIP_INVALID_PARAMETER;
     return rc < 0 ? VIP_ERROR_RESOURCE : VIP_SUCCESS;
 }
 
@@ -411,16 +396,18 @@ VIPL_API VIP_RETURN VipExtProgress(VIP_NIC_HANDLE h) {
     return nic->eng->progress() ? VIP_SUCCESS : VIP_NOT_DONE;
 }
 
+// The firmware writes the counters while we read (relaxed atomics on both sides, nicfw::bump).
 static void copy_counters(const nicfw_counters& c, VIP_EXT_COUNTERS* out) {
-    out->TxFrames = c.tx_frames;
-    out->TxBytes = c.tx_bytes;
-    out->RxFrames = c.rx_frames;
-    out->RxBytes = c.rx_bytes;
-    out->SendsDone = c.sends_done;
-    out->RecvsDone = c.recvs_done;
-    out->Drops = c.drops;
-    out->Errors = c.errors;
-    out->Retransmits = c.retransmits;
+    auto rd = [](const uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); };
+    out->TxFrames = rd(c.tx_frames);
+    out->TxBytes = rd(c.tx_bytes);
+    out->RxFrames = rd(c.rx_frames);
+    out->RxBytes = rd(c.rx_bytes);
+    out->SendsDone = rd(c.sends_done);
+    out->RecvsDone = rd(c.recvs_done);
+    out->Drops = rd(c.drops);
+    out->Errors = rd(c.errors);
+    out->Retransmits = rd(c.retransmits);
 }
 
 VIPL_API VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE h, VIP_EXT_COUNTERS* out) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "nicfw/abi.h"
+#include "nicfw/hostmem.h"
 #include "nicfw/memtable.h"
 #include "nicfw/transport.h"
 #include "vipl.h"
@@ -75,13 +76,22 @@ inline VIP_DESCRIPTOR_SEGMENT* desc_segment(VIP_DESCRIPTOR* d, uint32_t i) {
 }
 
 // The status op bits of a send-queue descriptor, from its Control (for completions that
-// happen before the descriptor was started, such as a flush).
+// happen before the descriptor was started, such as a flush). Unreadable: a send.
 inline uint32_t send_op_status(const VIP_DESCRIPTOR* d) {
-    switch (__atomic_load_n(&d->CS.Control, __ATOMIC_RELAXED) & VIP_CONTROL_OP_MASK) {
+    uint16_t control = 0;
+    hostmem::load(&d->CS.Control, &control);
+    switch (control & VIP_CONTROL_OP_MASK) {
         case VIP_CONTROL_OP_RDMAWRITE: return VIP_STATUS_OP_RDMA_WRITE;
         case VIP_CONTROL_OP_RDMAREAD: return VIP_STATUS_OP_RDMA_READ;
         default: return VIP_STATUS_OP_SEND;
     }
+}
+
+// Status-page counters (nicfw_counters): one writer, the firmware under the engine lock;
+// readers in this process (VipExtQuery*Counters) and others (softvia-nicinfo) at any time.
+// Relaxed atomic load and store: the same instructions as ++ on x86-64, and no data race.
+[[gnu::always_inline]] inline void bump(uint64_t& c, uint64_t n = 1) {
+    __atomic_store_n(&c, __atomic_load_n(&c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
 struct WorkItem {
@@ -130,9 +140,12 @@ struct Cq {
     uint64_t overflows = 0;
 };
 
+// A checked piece of host memory: where, how long, and the region it was checked
+// against (looked up again when the memory table has changed since: MemTable::epoch).
 struct Seg {
     uint8_t* ptr;
     uint32_t len;
+    uint32_t memh;
 };
 
 // Remote side of a connection request, as the server sees it (VipConnectWait).
@@ -180,6 +193,7 @@ struct TxEntry {
     bool resent = false;  // rel_proto: sent more than once (its ACK times nothing: Karn)
     uint64_t sent_ns = 0; // rel_proto: when it was first sent
     uint32_t got = 0;     // kRead: bytes placed so far
+    uint32_t epoch = 0;   // kRead: MemTable::epoch when segs were checked
     std::vector<Seg> segs;  // kRead: where the data goes (checked at post)
 
     // Back to a fresh entry; segs keeps its storage for the next read in this slot.
@@ -187,7 +201,7 @@ struct TxEntry {
         kind = kLocal;
         done = false;
         desc = nullptr;
-        memh = status = len = op = seq = got = 0;
+        memh = status = len = op = seq = got = epoch = 0;
         resent = false;
         sent_ns = 0;
         segs.clear();
@@ -250,10 +264,12 @@ private:
     uint32_t mask_ = 0, head_ = 0, tail_ = 0;
 };
 
-// An RDMA read this NIC serves as the target.
+// An RDMA read this NIC serves as the target: the remote buffer as the request named
+// it (checked again when the memory table changes while it is served) and how far it got.
 struct ReadService {
-    const uint8_t* src;
-    uint32_t len, off, seq;
+    uint64_t addr;
+    uint32_t memh, len, off, seq;
+    uint32_t epoch;  // MemTable::epoch when it was checked
 };
 
 struct Vi {
@@ -298,6 +314,7 @@ struct Vi {
     uint32_t tx_len = 0, tx_off = 0, tx_nsegs = 0, tx_seg = 0, tx_seg_off = 0;
     uint64_t tx_raddr = 0;  // RDMA: remote buffer
     uint32_t tx_rmemh = 0;
+    uint32_t tx_epoch = 0;  // MemTable::epoch when tx_segs were checked
     uint8_t tx_hflags = 0;  // NICFW_FF_IMMEDIATE / NICFW_FF_REPLY, from its Control
     uint32_t tx_imm = 0;    // its ImmediateData
     Seg tx_segs[NICFW_MAX_SEGMENTS];
@@ -324,6 +341,9 @@ struct Vi {
     bool rx_write = false;
     bool rx_reply = false;     // the message's descriptor comes from rq_reply
     uint8_t* rx_dst = nullptr;
+    uint64_t rx_raddr = 0;     // RDMA write: the buffer the request named, for re-checks
+    uint32_t rx_rmemh = 0;
+    uint32_t rx_epoch = 0;     // MemTable::epoch when rx_segs / rx_dst were checked
     uint32_t rx_len = 0, rx_cap = 0, rx_nsegs = 0, rx_status = 0;
     Seg rx_segs[NICFW_MAX_SEGMENTS];
     uint32_t rx_seq = 0;       // sequence number the next message may carry at least
@@ -398,11 +418,14 @@ public:
     // ---- control path (takes the engine lock) ----
     int create_ptag(uint32_t* ptag);
     int destroy_ptag(uint32_t ptag);
+    // -EFAULT (and why, when asked) if the memory cannot be accessed as the attributes
+    // allow: not mapped, not readable, or not writable with rdma_w.
     int register_mem(uint64_t va, uint64_t len, uint32_t ptag, bool rdma_w, bool rdma_r,
-                     uint32_t* memh);
+                     uint32_t* memh, std::string* why = nullptr);
     int deregister_mem(uint64_t va, uint32_t memh);
     int query_mem(uint64_t va, uint32_t memh, uint32_t* ptag, bool* rdma_w, bool* rdma_r);
-    int set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w, bool rdma_r);
+    int set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w, bool rdma_r,
+                      std::string* why = nullptr);
     bool ptag_valid(uint32_t ptag);
     // The driver's pre-post check that a descriptor lies in registered memory (no lock).
     bool desc_in_registered_memory(uint32_t memh, const void* desc, uint64_t len) const {
@@ -540,7 +563,16 @@ private:
     // reg: the region check_desc found for the descriptor (segments in it skip a lookup).
     uint32_t validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count, Seg* out,
                                uint32_t* total, const WorkItem& w, const Region* reg);
-    uint32_t check_desc(Vi& vi, const WorkItem& w, uint16_t* segcount, const Region** reg = nullptr);
+    // Checks w's descriptor and takes one snapshot of its control segment into *cs.
+    uint32_t check_desc(Vi& vi, const WorkItem& w, VIP_CONTROL_SEGMENT* cs, const Region** reg = nullptr);
+    // Segments checked earlier, checked again against the memory table as it is now:
+    // 0, or VIP_STATUS_PROTECTION_ERROR if one lost its region (docs/memory-safety.md).
+    uint32_t recheck_segs(const Vi& vi, const Seg* segs, uint32_t n);
+    void abort_send(Vi& vi, uint32_t status);
+    void fail_request(Vi& vi, const WorkItem& w, uint32_t status, uint32_t op);
+    bool rx_mem_ok(Vi& vi);
+    void fail_receive(Vi& vi);
+    void refuse_read(Vi& vi, uint32_t seq);
     uint8_t* frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr);
     // A header for a frame from vi to its peer VI: type set, every other field zero.
     static nicfw_frame_hdr frame_to(const Vi& vi, uint8_t type) {
@@ -619,10 +651,14 @@ private:
     void out_of_order(Vi& vi, const nicfw_frame_hdr& h);
 
     // completer
-    [[gnu::always_inline]] void complete(Vi& vi, bool recv, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len) {
-        complete_on(vi, recv ? NICFW_RECVQ : NICFW_SENDQ, d, status, len);
+    [[gnu::always_inline]] void complete(Vi& vi, bool recv, const WorkItem& w, uint32_t status, uint32_t len) {
+        complete_on(vi, recv ? NICFW_RECVQ : NICFW_SENDQ, w, status, len);
     }
-    void complete_on(Vi& vi, uint32_t queue, VIP_DESCRIPTOR* d, uint32_t status, uint32_t len);
+    // Writes w's Length and Status (and ImmediateData when imm is given), if its memory is
+    // still registered to the VI's protection tag and writable; otherwise the completion
+    // is lost and reported (VIP_ERROR_COMP_PROT).
+    void complete_on(Vi& vi, uint32_t queue, const WorkItem& w, uint32_t status, uint32_t len,
+                     const uint32_t* imm = nullptr);
     void cq_push(Cq* cq, Vi& vi, uint32_t queue);
     WorkQueue& recv_queue_for(Vi& vi, uint8_t frame_flags) {
         return (vi.steering && (frame_flags & NICFW_FF_REPLY)) ? vi.rq_reply : vi.rq;

@@ -72,7 +72,23 @@ public:
         r->key.store(0, std::memory_order_release);
         free_.push_back(NICFW_MEMH_INDEX(memh));
         count_--;
+        epoch_++;
     }
+
+    // Changes a region's protection tag and RDMA permissions.
+    void set_attrs(Region* r, uint32_t ptag, bool rdma_w, bool rdma_r) {
+        r->ptag = ptag;
+        r->rdma_write = rdma_w;
+        r->rdma_read = rdma_r;
+        epoch_++;
+    }
+
+    // Moves whenever a region goes away or changes its permissions. An operation that
+    // checked its memory at epoch e and goes on over several steps (a multi-frame
+    // message, an RDMA read being served) checks it again before touching it if the
+    // epoch is no longer e: once VipDeregisterMem or VipSetMemAttributes returns, no
+    // byte of any operation lands in memory they took away.
+    uint32_t epoch() const { return epoch_; }
 
     // 0 if [addr, addr+len) lies inside the region named by memh and the region carries
     // ptag; otherwise the VIA status bit for the violation.
@@ -114,6 +130,7 @@ private:
     uint32_t next_ = 1;
     std::vector<uint32_t> free_;
     uint32_t count_ = 0;
+    uint32_t epoch_ = 0;
 };
 
 }  // namespace softvia::nicfw

@@ -1,0 +1,111 @@
+/*
+ * hostmem_x86_64.S -- the device's only instructions that touch host (application)
+ * memory: a copy and a 64-bit store, each 0 on success or -EFAULT (-14) when the memory
+ * is not there or not writable any more.
+ *
+ * How a fault becomes -EFAULT (hostmem.cc): every function between nicfw_hostmem_begin
+ * and nicfw_hostmem_end is a leaf that never touches the stack, so when one faults the
+ * SIGSEGV/SIGBUS handler finishes it for it: rax = -EFAULT, then the effect of `ret`
+ * (rip = [rsp], rsp += 8). The kernel's copy_from_user works the same way with its
+ * exception table; here the table is one address range.
+ *
+ * Keep it that way: no push, no call, no frame in this range.
+ */
+    .intel_syntax noprefix
+    .section .text.nicfw_hostmem, "ax", @progbits
+
+    .globl nicfw_hostmem_begin
+    .hidden nicfw_hostmem_begin
+nicfw_hostmem_begin:
+
+/* int nicfw_hm_copy(void *dst, const void *src, size_t n); dst and src do not overlap. */
+    .globl nicfw_hm_copy
+    .hidden nicfw_hm_copy
+    .type nicfw_hm_copy, @function
+    .p2align 4
+nicfw_hm_copy:
+    cmp rdx, 16
+    jbe .Lsmall
+    cmp rdx, 2048
+    ja .Lrep
+    /* 17..2048 bytes: 16-byte moves, the last 16 bytes overlapping the loop's end. */
+    movdqu xmm1, [rsi + rdx - 16]
+    xor ecx, ecx
+1:  movdqu xmm0, [rsi + rcx]
+    movdqu [rdi + rcx], xmm0
+    add rcx, 16
+    lea r8, [rcx + 16]
+    cmp r8, rdx
+    jb 1b
+    movdqu [rdi + rdx - 16], xmm1
+    xor eax, eax
+    ret
+.Lrep:
+    /* Large: the string move (fast strings on every x86-64 of the last decade). */
+    mov rcx, rdx
+    rep movsb
+    xor eax, eax
+    ret
+.Lsmall:
+    /* 0..16 bytes: two possibly overlapping moves of the widest size that fits. */
+    cmp edx, 8
+    jb .Llt8
+    mov rax, [rsi]
+    mov rcx, [rsi + rdx - 8]
+    mov [rdi], rax
+    mov [rdi + rdx - 8], rcx
+    xor eax, eax
+    ret
+.Llt8:
+    cmp edx, 4
+    jb .Llt4
+    mov eax, [rsi]
+    mov ecx, [rsi + rdx - 4]
+    mov [rdi], eax
+    mov [rdi + rdx - 4], ecx
+    xor eax, eax
+    ret
+.Llt4:
+    test edx, edx
+    jz 2f
+    /* 1..3 bytes: first, middle (n/2) and last. */
+    mov r9, rdx
+    shr r9, 1
+    movzx eax, byte ptr [rsi]
+    movzx ecx, byte ptr [rsi + r9]
+    movzx r8d, byte ptr [rsi + rdx - 1]
+    mov [rdi], al
+    mov [rdi + r9], cl
+    mov [rdi + rdx - 1], r8b
+2:  xor eax, eax
+    ret
+    .size nicfw_hm_copy, . - nicfw_hm_copy
+
+/* int nicfw_hm_store64(void *dst, uint64_t v): one 8-byte store (dst 8-byte aligned, so
+ * a reader sees both halves change at once). */
+    .globl nicfw_hm_store64
+    .hidden nicfw_hm_store64
+    .type nicfw_hm_store64, @function
+    .p2align 4
+nicfw_hm_store64:
+    mov [rdi], rsi
+    xor eax, eax
+    ret
+    .size nicfw_hm_store64, . - nicfw_hm_store64
+
+/* int nicfw_hm_store32(void *dst, uint32_t v) */
+    .globl nicfw_hm_store32
+    .hidden nicfw_hm_store32
+    .type nicfw_hm_store32, @function
+    .p2align 4
+nicfw_hm_store32:
+    mov [rdi], esi
+    xor eax, eax
+    ret
+    .size nicfw_hm_store32, . - nicfw_hm_store32
+
+    .globl nicfw_hostmem_end
+    .hidden nicfw_hostmem_end
+nicfw_hostmem_end:
+
+    .section .note.GNU-stack, "", @progbits

@@ -1051,7 +1051,14 @@ bool wait_up(Peer* p) {
 // a message is one VIPL send (or RDMA write) that the NIC cuts to its NativeMTU, so the
 // only requirement is that the largest one fits a VIPL transfer.
 int open_nic() {
-    if (VipOpenNic(nullptr, &g.nic) != VIP_SUCCESS) return AM_ERR_RESOURCE;
+    VIP_RETURN r = VipOpenNic(nullptr, &g.nic);
+    // VIP_INVALID_PARAMETER: a SOFTVIA_* setting or the device name is wrong, which vipl
+    // has named on stderr already; that is bad configuration, not a lack of resources.
+    if (r == VIP_INVALID_PARAMETER) return AM_ERR_BAD_ARG;
+    if (r != VIP_SUCCESS) {
+        fprintf(stderr, "amvia: AM_Init: cannot open the NIC: VipOpenNic -> %s\n", VipExtReturnString(r));
+        return AM_ERR_RESOURCE;
+    }
     const char* why = nullptr;
     if (VipQueryNic(g.nic, &g.na) != VIP_SUCCESS) why = "VipQueryNic failed";
     else if (g.na.NicAddressLen > sizeof(en_t{}.nic_addr)) why = "the NIC address does not fit an en_t";

@@ -455,6 +455,11 @@ void Engine::wake_sleepers() {
     syscall(SYS_futex, &events_, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
+void Engine::wake_blocked() {
+    events_.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, &events_, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
 void Engine::firmware_thread() {
     uint32_t idle = 0;
     while (!stop_.load(std::memory_order_relaxed)) {

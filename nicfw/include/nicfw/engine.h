@@ -509,6 +509,9 @@ public:
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
         return held;
     }
+    // Wakes every thread asleep in block() now, to look at its condition again (the
+    // driver's VipCloseNic: its waiters must leave before the NIC goes).
+    void wake_blocked();
 
     void set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*));
     Vi* vi_by_index(uint32_t idx) { return idx < vis_.size() ? vis_[idx].get() : nullptr; }

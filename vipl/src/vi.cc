@@ -38,7 +38,8 @@ VIP_RETURN post(ViObj* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VIP
     {
         std::lock_guard<SpinLock> g(q.lock);
         if (!q.reserve()) return VIP_ERROR_RESOURCE;  // MaxDescriptorsPerQueue outstanding
-        d->CS.Status = 0;
+        // Registered, but perhaps unmapped or write-protected by the program since.
+        if (nicfw::hostmem::store32(&d->CS.Status, 0) != 0) return VIP_INVALID_PARAMETER;
         q.ring[q.tail++ & q.mask] = d;
         nicfw_doorbell db{reinterpret_cast<uint64_t>(d), memh,
                           static_cast<uint16_t>(NICFW_VI_INDEX(vi->dev->id)), kind};
@@ -55,15 +56,24 @@ VIP_RETURN take_done(DriverQueue& q, VIP_DESCRIPTOR** out) {
     std::lock_guard<SpinLock> g(q.lock);
     if (q.head == q.tail) return VIP_NOT_DONE;
     VIP_DESCRIPTOR* d = q.ring[q.head & q.mask];
-    // Acquire pairs with the firmware's release store of Status (nicfw/src/datapath.h, complete_on).
-    if (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) return VIP_NOT_DONE;
+    // Acquire pairs with the firmware's store of Length and Status (nicfw/src/datapath.h,
+    // complete_on). A descriptor the program unmapped after posting it cannot be read:
+    // it leaves the queue with VIP_DESCRIPTOR_ERROR (docs/memory-safety.md).
+    uint32_t status;
+    if (!nicfw::hostmem::load32_acquire(&d->CS.Status, &status)) {
+        q.head++;
+        *out = d;
+        return VIP_DESCRIPTOR_ERROR;
+    }
+    if (!(status & VIP_STATUS_DONE)) return VIP_NOT_DONE;
     q.head++;
     *out = d;
     return VIP_SUCCESS;
 }
 
 VIP_RETURN done(ViObj* vi, DriverQueue& q, VIP_DESCRIPTOR** out) {
-    if (take_done(q, out) == VIP_SUCCESS) return VIP_SUCCESS;
+    VIP_RETURN r = take_done(q, out);
+    if (r != VIP_NOT_DONE) return r;
     if (!vi->nic->eng->progress()) return VIP_NOT_DONE;
     return take_done(q, out);
 }
@@ -74,8 +84,9 @@ VIP_RETURN wait(ViObj* vi, DriverQueue& q, VIP_ULONG timeout, VIP_DESCRIPTOR** o
         std::lock_guard<SpinLock> g(q.lock);
         if (q.head == q.tail) return VIP_INVALID_STATE;  // nothing posted: it would never end
     }
-    switch (wait_until(vi->nic, timeout, [&] { return take_done(q, out) == VIP_SUCCESS; })) {
-        case Waited::kHeld: return VIP_SUCCESS;
+    VIP_RETURN r = VIP_NOT_DONE;
+    switch (wait_until(vi->nic, timeout, [&] { return (r = take_done(q, out)) != VIP_NOT_DONE; })) {
+        case Waited::kHeld: return r;
         case Waited::kTimeout: return VIP_TIMEOUT;
         default: return VIP_INVALID_STATE;
     }

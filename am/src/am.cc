@@ -86,6 +86,34 @@ uint64_t now_ms() {
     return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
 }
 
+// AM's own settings, read once by AM_Init: unset or empty takes the default; anything
+// else must be a value we accept, or AM_Init says which and refuses (AM_ERR_BAD_ARG).
+bool flag_setting(const char* name, int* out) {
+    const char* s = getenv(name);
+    if (!s || !*s) return true;
+    if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0) {
+        *out = s[0] - '0';
+        return true;
+    }
+    fprintf(stderr, "amvia: %s='%s': accepted values are 0 and 1\n", name, s);
+    return false;
+}
+
+bool check_settings() {
+    int steer = 1, listen = 1;
+    bool ok = flag_setting("AMVIA_STEERING", &steer) && flag_setting("AMVIA_LISTEN", &listen);
+    if (const char* s = getenv("AMVIA_CONNECT_TIMEOUT_MS"); ok && s && *s) {
+        char* end = nullptr;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (*end || errno || v < 1 || v > 3600000) {
+            fprintf(stderr, "amvia: AMVIA_CONNECT_TIMEOUT_MS='%s': accepted values are 1 to 3600000 (ms)\n", s);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 bool steering_default() {
     if (g.steering < 0) {
         const char* s = getenv("AMVIA_STEERING");
@@ -97,7 +125,7 @@ bool steering_default() {
 long connect_timeout() {
     if (g.connect_timeout_ms < 0) {
         const char* s = getenv("AMVIA_CONNECT_TIMEOUT_MS");
-        long v = s ? strtol(s, nullptr, 10) : 0;
+        long v = s && *s ? strtol(s, nullptr, 10) : 0;  // checked by AM_Init (check_settings)
         g.connect_timeout_ms = v > 0 ? v : 20000;
     }
     return g.connect_timeout_ms;
@@ -1123,6 +1151,7 @@ AMX_API int AM_MaxSegLength(uintptr_t* nbytes) {
 
 AMX_API int AM_Init(void) {
     if (g.inited) return AM_OK;
+    if (!check_settings()) return AM_ERR_BAD_ARG;
     int rc = open_nic();
     if (rc != AM_OK) return rc;
     g.inited = true;

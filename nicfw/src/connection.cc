@@ -123,7 +123,6 @@ bool Engine::unlisten(Listener* l, ConnRequest* req) {
     bool matched = l->matched.load(std::memory_order_acquire);
     if (matched) {
         *req = l->req;
-        if (held_reqs_.size() >= kMaxConnKeys) held_reqs_.erase(held_reqs_.begin());
         held_reqs_.push_back({req->peer, req->client_vi, req->req_id});
     }
     listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
@@ -136,7 +135,13 @@ int Engine::accept(const ConnRequest& req, Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
     if (vi->attrs.reliability != req.reliability) return -EPROTO;
-    if (!tr_->peer_alive(req.peer)) return -EHOSTUNREACH;
+    // The answer must be able to reach the client before the VI is connected: a link
+    // that cannot be opened (out of fds or memory) fails the accept, and the transport
+    // tells the client, whose request then fails too. Never half-open.
+    if (!tr_->peer_alive(req.peer) || tr_->open_link(req.peer) < 0) {
+        forget_held(req);  // the handle is consumed (VIPL drops it on -EHOSTUNREACH)
+        return -EHOSTUNREACH;
+    }
     forget_held(req);
     vi->peer = req.peer;
     vi->op = ConnOp::kNone;

@@ -67,6 +67,27 @@ static usage sample(void) {
     return u;
 }
 
+/* Takes client i's connection: one message in, the echo out, then disconnects. */
+static void serve_one(th_env *e, VIP_CONN_HANDLE conn, int i, VIP_DESCRIPTOR *rd, VIP_DESCRIPTOR *sd, char *rb,
+                      char *sb) {
+    th_phase("serve a client");
+    VIP_VI_HANDLE vi = th_vi(e, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL);
+    th_set1(rd, e->mh, rb, MSG);
+    CHECK(VipPostRecv(vi, rd, e->mh));
+    CHECK(VipConnectAccept(conn, vi));
+    th_recv_done_must(vi, rd, "client's message");
+    if (rd->CS.Status & VIP_STATUS_ERROR_MASK) FATAL("client %d: receive status 0x%x", i, rd->CS.Status);
+    if (th_verify(rb, MSG, (uint32_t)i) >= 0) FATAL("client %d: wrong message", i);
+    memcpy(sb, rb, MSG);
+    th_set1(sd, e->mh, sb, MSG);
+    CHECK(VipPostSend(vi, sd, e->mh));
+    th_send_done_must(vi, sd, "echo");
+    if (sd->CS.Status & VIP_STATUS_ERROR_MASK) FATAL("client %d: send status 0x%x", i, sd->CS.Status);
+    CHECK(VipDisconnect(vi));
+    th_drain(vi, 1000);
+    CHECK(VipDestroyVi(vi));
+}
+
 static void serve(th_env *e, int clients) {
     th_addr la;
     VIP_EXT_LISTEN_HANDLE ls;
@@ -85,24 +106,9 @@ static void serve(th_env *e, int clients) {
         if (r != VIP_SUCCESS) FATAL("client %d never came: VipExtListenDone -> %s", i, th_rs(r));
         if (rejected(i)) {
             CHECK(VipConnectReject(conn));
-            continue;
+        } else {
+            serve_one(e, conn, i, rd, sd, rb, sb);
         }
-        th_phase("serve a client");
-        VIP_VI_HANDLE vi = th_vi(e, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL);
-        th_set1(rd, e->mh, rb, MSG);
-        CHECK(VipPostRecv(vi, rd, e->mh));
-        CHECK(VipConnectAccept(conn, vi));
-        th_recv_done_must(vi, rd, "client's message");
-        if (rd->CS.Status & VIP_STATUS_ERROR_MASK) FATAL("client %d: receive status 0x%x", i, rd->CS.Status);
-        if (th_verify(rb, MSG, (uint32_t)i) >= 0) FATAL("client %d: wrong message", i);
-        memcpy(sb, rb, MSG);
-        th_set1(sd, e->mh, sb, MSG);
-        CHECK(VipPostSend(vi, sd, e->mh));
-        th_send_done_must(vi, sd, "echo");
-        if (sd->CS.Status & VIP_STATUS_ERROR_MASK) FATAL("client %d: send status 0x%x", i, sd->CS.Status);
-        CHECK(VipDisconnect(vi));
-        th_drain(vi, 1000);
-        CHECK(VipDestroyVi(vi));
         if (i + 1 == warm) {
             base = peak = sample();
         } else if (i + 1 > warm && (i % 16 == 0 || i + 1 == clients)) {

@@ -513,41 +513,6 @@ void Engine::slow_path(uint64_t now) {
     }
 }
 
-// Hands every peer index the engine no longer refers to back to the transport
-// (transport.h, release_peer). References are: a VI connected or connecting to the peer,
-// a control frame queued for it, a connection request from it that a listener or the
-// application holds. A VI that is idle or in the error state keeps its old peer number
-// but never uses it (every use checks the state first); forget_peer clears it.
-void Engine::release_unused_peers() {
-    const size_t n = tr_->peer_count();
-    peer_used_.assign(n, 0);
-    auto use = [&](int p) {
-        if (p >= 0 && static_cast<size_t>(p) < n) peer_used_[p] = 1;
-    };
-    for (auto& v : vis_) {
-        if (!v) continue;
-        uint32_t st = v->state.load(std::memory_order_relaxed);
-        if (st == VIP_STATE_CONNECTED || st == VIP_STATE_CONNECT_PENDING) use(v->peer);
-    }
-    for (const PendingControl& c : backlog_) use(c.peer);
-    for (auto& l : listeners_)
-        if (l->matched.load(std::memory_order_relaxed)) use(l->req.peer);
-    for (const ConnKey& k : held_reqs_) use(k.peer);
-    for (size_t i = 0; i < n; i++)
-        if (!peer_used_[i]) tr_->release_peer(static_cast<int>(i));
-}
-
-// A freed peer index may come back naming another peer: nothing of the old one may
-// match it (answers remembered for repeated requests, idle VIs' peer numbers).
-void Engine::forget_peer(int peer) {
-    auto gone = [peer](const ConnKey& k) { return k.peer == peer; };
-    rejected_.erase(std::remove_if(rejected_.begin(), rejected_.end(), gone), rejected_.end());
-    no_match_.erase(std::remove_if(no_match_.begin(), no_match_.end(), gone), no_match_.end());
-    held_reqs_.erase(std::remove_if(held_reqs_.begin(), held_reqs_.end(), gone), held_reqs_.end());
-    for (auto& v : vis_)
-        if (v && v->peer == peer) v->peer = -1;
-}
-
 int Engine::set_faults(const std::string& text) {
     FaultSpec spec;
     if (!parse_fault_spec(text, &spec)) return -EINVAL;

@@ -485,9 +485,13 @@ void Engine::firmware_thread() {
 void Engine::slow_path(uint64_t now) {
     tr_events_.clear();
     tr_->poll_slow(tr_events_);
-    status_->peers = static_cast<uint32_t>(tr_->peer_count());
+    bool dead = false;
     for (const TransportEvent& ev : tr_events_) {
-        if (ev.kind != PeerEvent::kDead) continue;
+        if (ev.kind == PeerEvent::kFreed) {
+            forget_peer(ev.peer);
+            continue;
+        }
+        dead = true;
         flush_backlog();  // drops what was waiting for the dead peer
         for (auto& v : vis_) {
             if (!v || v->peer != ev.peer) continue;
@@ -496,6 +500,10 @@ void Engine::slow_path(uint64_t now) {
                 flush_vi(*v, VIP_STATE_ERROR, false, VIP_ERROR_CONN_LOST);
         }
     }
+    // Peers nothing refers to go back to the transport: at once after a death, else
+    // every 16th turn (about 16 ms).
+    if (dead || (++slow_turns_ & 15) == 0) release_unused_peers();
+    status_->peers = static_cast<uint32_t>(tr_->live_peers());
     // Connection timers: peer requests are resent until answered or expired.
     for (size_t i = 0; i < connecting_.size();) {
         Vi* vi = connecting_[i];

@@ -541,6 +541,8 @@ private:
     void sleep_on_events(uint32_t ev);
     void wake_sleepers();
     void slow_path(uint64_t now);
+    void release_unused_peers();
+    void forget_peer(int peer);
     bool peer_timer(Vi& vi, uint64_t now);
     void client_timer(Vi& vi, uint64_t now);
     void send_conn_req(Vi& vi);
@@ -702,7 +704,9 @@ private:
         }
     };
     static constexpr size_t kMaxConnKeys = 256;
-    std::vector<ConnKey> held_reqs_;  // handed to the application, not yet accepted or rejected
+    // Handed to the application, not yet accepted or rejected. Never trimmed: each one
+    // keeps its peer's index from being reused under the application's handle.
+    std::vector<ConnKey> held_reqs_;
     std::vector<ConnKey> rejected_;   // the latest rejections (answered again when repeated)
     std::vector<ConnKey> no_match_;   // the latest NO_MATCH answers (the same, so a late copy
                                       // of a request the client gave up on never matches)
@@ -739,6 +743,8 @@ private:
     uint32_t idle_looks_ = 0;     // idle steps that could have looked at it
     uint64_t last_stale_ns_ = 0;  // the last DISCONNECT answering a stale frame
     std::vector<TransportEvent> tr_events_;
+    std::vector<uint8_t> peer_used_;  // release_unused_peers' scratch, by peer index
+    uint32_t slow_turns_ = 0;
 
     // Asynchronous errors, queued under the lock and delivered outside it.
     SpinLock err_lock_;

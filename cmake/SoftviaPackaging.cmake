@@ -7,7 +7,9 @@
 #       DESCRIPTION <text>           # for the .pc file
 #       [PCNAME <name>]              # <name>.pc; default: the target's name
 #       [HEADERS <file>...]          # public headers, installed into include/
-#       [REQUIRES_PRIVATE <pc>...])  # .pc files of the softvia libraries it links
+#       [REQUIRES_PRIVATE <pc>...]   # .pc files of the softvia libraries it links
+#       [EXTRA_CFLAGS <flag>...]     # more Cflags / Libs for its users (the CMake target
+#       [EXTRA_LIBS <flag>...])      # carries them as INTERFACE options itself)
 #
 # makes the shared library <target>
 #   - libX.so.<PROJECT_VERSION> with SONAME libX.so.<major> (libX.so -> libX.so.<major>),
@@ -33,7 +35,8 @@ else()
 endif()
 
 function(softvia_add_library_package target)
-  cmake_parse_arguments(PARSE_ARGV 1 A "" "PCNAME;VERSION_SCRIPT;DESCRIPTION" "HEADERS;REQUIRES_PRIVATE")
+  cmake_parse_arguments(PARSE_ARGV 1 A "" "PCNAME;VERSION_SCRIPT;DESCRIPTION"
+                        "HEADERS;REQUIRES_PRIVATE;EXTRA_CFLAGS;EXTRA_LIBS")
   if(A_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "softvia_add_library_package(${target}): unknown arguments ${A_UNPARSED_ARGUMENTS}")
   endif()
@@ -86,6 +89,8 @@ function(softvia_add_library_package target)
     string(JOIN " " reqs ${A_REQUIRES_PRIVATE})
     set(PC_REQUIRES_PRIVATE "Requires.private: ${reqs}")
   endif()
+  string(JOIN " " PC_EXTRA_CFLAGS "" ${A_EXTRA_CFLAGS})
+  string(JOIN " " PC_EXTRA_LIBS "" ${A_EXTRA_LIBS})
   set(stage ${PROJECT_BINARY_DIR}/pkgconfig/${A_PCNAME}.pc.stage)
   set(pc ${PROJECT_BINARY_DIR}/pkgconfig/${A_PCNAME}.pc)
   configure_file(${SOFTVIA_PACKAGING_DIR}/softvia-library.pc.in ${stage} @ONLY)

@@ -72,6 +72,8 @@ bool inside(const Range& r, uint64_t addr, size_t n) {
 
 }  // namespace
 
+void (*g_global_range_hook)(uint64_t lo, uint64_t hi, bool add) = nullptr;
+
 Range data_segment() { return g_data; }
 Range text_segment() { return g_text; }
 Range heap_range() { return g_heap; }
@@ -184,12 +186,14 @@ void splitc_make_global(void* addr, size_t n) {
     const uint64_t a = reinterpret_cast<uint64_t>(addr);
     if (!addr || n == 0 || a + n < a) fatal("splitc_make_global(%p, %zu): not a range", addr, n);
     g_made.push_back(Range{a, a + n});
+    if (g_global_range_hook) g_global_range_hook(a, a + n, true);
 }
 
 void splitc_unmake_global(void* addr) {
     const uint64_t a = reinterpret_cast<uint64_t>(addr);
     auto it = std::find_if(g_made.begin(), g_made.end(), [&](const Range& r) { return r.lo == a; });
     if (it == g_made.end()) fatal("splitc_unmake_global(%p): not a range made global", addr);
+    if (g_global_range_hook) g_global_range_hook(it->lo, it->hi, false);
     g_made.erase(it);
 }
 

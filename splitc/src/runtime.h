@@ -74,6 +74,9 @@ struct Range {
 Range data_segment();
 Range text_segment();
 Range heap_range();
+// A back end that registers memory with its NIC hears of the ranges the program makes
+// global and unmakes (splitc_make_global / splitc_unmake_global); nullptr: none does.
+extern void (*g_global_range_hook)(uint64_t lo, uint64_t hi, bool add);
 
 // Owner side of an atomic operation: whether it may run here (its target is global
 // memory, a called function is in the program's text), and running it.

@@ -1,0 +1,322 @@
+// backend_via.h -- Split-C directly on VIPL (docs/splitc.md, "The VIA back ends"): the
+// paper's merged library (sections 5.4 and 5.5). Shared by the two back ends:
+//
+//   via-rel    reliable-delivery VIs; the AMVIA credit scheme (backend_via_rel.cc), and
+//              RDMA read/write for large bulk transfers (backend_via_rdma.cc)
+//   via-unrel  unreliable VIs; a reliable request/reply protocol of our own: numbered
+//              requests and replies, acknowledgements of what was processed, in-order
+//              processing, retransmission, duplicate suppression, a peer timeout
+//              (backend_via_unrel.cc)
+//
+// Each pair of processes has two VIs (channels): short (values of up to 8 bytes, atomics,
+// barrier) and medium (bulk pieces of up to kMedPayload bytes). Every message starts with
+// a 4-byte header naming its handler (a small integer dispatched by a switch in the poll
+// routine, backend_via.cc); via-unrel adds 8 bytes of sequence and acknowledgement
+// numbers. A request's reply comes back on its channel, in order, so the requester
+// matches replies to a FIFO of what it is waiting for instead of carrying tokens.
+#pragma once
+
+#include <vipl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backend.h"
+
+namespace splitc {
+namespace via {
+
+// Handlers (message kinds). Requests take a credit; reply-class messages do not.
+enum Kind : uint8_t {
+    K_GET = 1,    // body: addr; n bytes wanted. Reply K_GET_R
+    K_PUT,        // body: addr, n bytes. Reply K_PUT_R
+    K_STORE,      // body: addr, n bytes. No reply (the credit comes back in batches)
+    K_ATOMIC,     // body: AtomicBody; n = AtomicKind. Reply K_ATOMIC_R
+    K_BAR_UP,     // n = barrier generation & 0xffff. No reply
+    K_BAR_DOWN,   // the same
+    K_EXIT,       // n = exit code. No reply
+    K_PING,       // via-unrel: are you there? acknowledged at once. No reply
+    K_GET_R,      // body: the n bytes
+    K_PUT_R,      // no body: the smallest message, 4 bytes
+    K_ATOMIC_R,   // body: int64 result
+    K_REFUSED,    // the request at the head of the FIFO was refused (not global memory)
+    K_STORE_REFUSED,  // body: addr; n, x = call: a store was refused
+    K_CREDIT,     // via-rel: gives back x credits of reply-free requests
+    K_ACK,        // via-unrel, unnumbered: acknowledgements only (the paper's no-op reply)
+    K_COUNT
+};
+inline bool is_request(uint8_t k) { return k < K_GET_R; }
+
+// Every message starts with this. x: a request's API call (runtime.h, Call); a via-rel
+// reply-class message's credits.
+struct Hdr {
+    uint8_t kind;
+    uint8_t x;
+    uint16_t n;
+};
+static_assert(sizeof(Hdr) == 4, "4-byte minimum message");
+// via-unrel's numbers, right after Hdr: seq is the message's number in its class
+// (requests and replies are numbered separately); ack_req / ack_rep say how many of the
+// receiver's requests / replies have been processed (the next number expected).
+struct UHdr {
+    uint16_t seq;
+    uint16_t ack_req;
+    uint16_t ack_rep;
+    uint8_t flags;  // kNackReq / kNackRep: the acknowledged number is missing, send it now
+    uint8_t pad;
+};
+static_assert(sizeof(UHdr) == 8, "via-unrel header");
+constexpr uint8_t kNackReq = 1, kNackRep = 2;
+
+struct AtomicBody {
+    uint64_t addr;
+    int64_t a, b;
+    uint64_t fn;
+};
+
+enum ChanIdx { C_SHORT = 0, C_MED = 1, C_COUNT = 2 };
+constexpr int kCredits[C_COUNT] = {64, 16};  // k per channel (power of 2)
+constexpr size_t kMaxShortValue = 8;
+constexpr size_t kMedPayload = 4096;
+// Receive and send buffer per channel: the largest message of the channel.
+constexpr size_t kBufBytes[C_COUNT] = {64, kMedPayload + 64};
+constexpr size_t kDescBytes = 64;  // a descriptor with up to two segments
+constexpr int kAckSlots = 8;       // via-unrel: send slots for unnumbered K_ACK messages
+
+// A request waiting for its reply (the requester's FIFO, one per channel).
+enum class PendOp : uint8_t { kGet, kPut, kAtomic };
+struct Pend {
+    void* dst;  // get: where the bytes go
+    uint64_t addr;
+    uint32_t n;
+    uint8_t call;
+    PendOp op;
+    Wait w;
+};
+
+struct Peer;
+
+// A send slot: a descriptor and the buffer its message is built in. busy while the
+// descriptor is posted and not yet taken back (VipSendDone).
+struct Slot {
+    VIP_DESCRIPTOR* d;
+    char* buf;
+    uint32_t len;
+    bool busy;
+};
+
+// via-unrel's per-class state of a channel (requests, replies).
+struct Flow {
+    // sender: numbers acked .. next_seq-1 are not acknowledged yet; the channel's slot
+    // base + seq % k keeps each until it is (the copy that is sent again).
+    uint16_t next_seq = 0, acked = 0;
+    int base = 0;
+    // receiver: the next number to process; out-of-order arrivals wait in held[seq % k]
+    // (receive slot indexes, -1: none) until the gap is filled.
+    uint16_t expect = 0;
+    uint16_t nacked = 0xffff;  // the missing number last asked for (one NACK per gap)
+    int nheld = 0;
+    std::vector<int> held;
+};
+
+struct Chan {
+    Peer* peer = nullptr;
+    int idx = 0;
+    int k = 0;
+    VIP_VI_HANDLE vi = nullptr;
+    size_t buf_bytes = 0;
+    // receive buffers (descriptor i at rdesc + i*kDescBytes, buffer at rbuf + i*buf_bytes)
+    int nrecv = 0;
+    char* rdesc = nullptr;
+    char* rbuf = nullptr;
+    // requests waiting for replies, in order (ring of k, k a power of 2)
+    Pend* pend = nullptr;
+    uint32_t p_head = 0, p_tail = 0;
+    // send queue mirror: every posted send-queue descriptor in post order (they complete
+    // in that order); sq_n of them outstanding
+    std::vector<VIP_DESCRIPTOR*> sq;
+    uint32_t sq_head = 0, sq_n = 0;
+    char* sdesc_lo = nullptr;  // [sdesc_lo, sdesc_hi): the slots' descriptors, in order
+    char* sdesc_hi = nullptr;
+    // via-rel: a ring of 2k; via-unrel: k for requests, k for replies, kAckSlots for K_ACK
+    std::vector<Slot> slots;
+    uint32_t s_next = 0;
+    // ---- via-rel credits (AMVIA): requests we may still send; credits of handled
+    // reply-free requests not yet given back
+    int credits = 0;
+    int owed = 0;
+    bool in_owed_list = false;
+    // ---- via-unrel
+    Flow req, rep;
+    int unreplied = 0;       // reply-free requests processed since we last sent anything
+    bool ack_dirty = false;  // something to acknowledge that no message has carried yet
+    bool ack_now = false;    // a duplicate or a PING came: acknowledge at the end of the poll
+    bool in_ack_list = false;
+    bool in_dirty_list = false;
+    bool in_timed = false;
+    int ack_next = 0;
+    // retransmission timer: since when nothing we sent here has been acknowledged
+    uint64_t mark_ns = 0;  // 0: not running
+    uint64_t stall_ns = 0;
+    uint64_t rto_ns = 0;
+    uint16_t mark_req = 0, mark_rep = 0;
+};
+
+// What an RDMA descriptor does when it completes (via-rel, backend_via_rdma.cc).
+struct RdmaOp {
+    VIP_DESCRIPTOR* d;
+    Wait w;
+    bool counts;  // takes one off counter(w) when it completes
+    bool busy;
+};
+
+struct Peer {
+    int proc = 0;
+    Chan ch[C_COUNT];
+    char* region = nullptr;
+    size_t region_bytes = 0;
+    VIP_MEM_HANDLE mh = 0;
+    bool gone = false;        // its connection broke (or it exited) while we were ending
+    bool drained = false;     // via-unrel stop(): it said it has nothing unacknowledged
+    int awaited = 0;          // the barrier waits for a message from it
+    uint64_t rx = 0;          // messages received from it (liveness)
+    uint64_t rx_seen = 0;
+    uint64_t quiet_ns = 0;    // since when nothing came while we waited on it
+    // via-rel RDMA
+    std::vector<RdmaOp> rdma;
+    uint32_t r_next = 0;
+    uint32_t rdma_out = 0;
+    char* rdesc_lo = nullptr;
+};
+
+// The remote side of RDMA: the symmetric regions' handles at every process (the regions
+// are at the same addresses everywhere: the layout is checked at start-up).
+struct Remote {
+    uint32_t data_mh, heap_mh, pad_mh;
+    uint32_t pad;
+    uint64_t pad_addr;
+};
+
+struct Via {
+    bool reliable = true;
+    VIP_NIC_HANDLE nic = nullptr;
+    VIP_NIC_ATTRIBUTES na{};
+    VIP_PROTECTION_HANDLE ptag = nullptr;
+    VIP_CQ_HANDLE cq = nullptr;
+    size_t hdr = sizeof(Hdr);  // + sizeof(UHdr) on via-unrel
+    std::vector<Peer*> peers;  // indexed by process; nullptr at MYPROC
+    // VI -> channel (a small table: 2(P-1) VIs), with the last hit first
+    std::vector<std::pair<VIP_VI_HANDLE, Chan*>> vis;
+    VIP_VI_HANDLE last_vi = nullptr;
+    Chan* last_ch = nullptr;
+    std::vector<Chan*> owed_list;   // via-rel: channels owing credits
+    std::vector<Chan*> ack_list;    // via-unrel: channels that acknowledge at the end of the poll
+    std::vector<Chan*> dirty_list;  // via-unrel: channels that acknowledge once the polls go quiet
+    std::vector<Chan*> timed;       // via-unrel: channels with unacknowledged messages
+    std::vector<std::pair<Chan*, int>> reposts;  // reply buffers to post again
+    std::vector<Peer*> rdma_peers;  // via-rel: peers with RDMA operations outstanding
+    unsigned polls = 0;
+    unsigned quiet_polls = 0;
+    int64_t atomic_result = 0;
+    bool atomic_done = false;
+    int bar_up[2] = {0, 0};
+    int bar_released = 0;
+    int bar_gen = 0;
+    bool ending = false;  // splitc_exit or stop(): a broken connection is no error now
+    // settings
+    uint64_t peer_timeout_ns = 0;
+    uint64_t rto_min_ns = 0;
+    size_t rdma_min = 0;  // via-rel: bulk transfers of at least this many bytes use RDMA
+    // memory registered with the NIC (via-rel): symmetric regions and made-global ones
+    std::vector<Range> local_regions;  // registered, usable as local RDMA buffers
+    std::vector<VIP_MEM_HANDLE> local_mh;
+    Range data_rw{0, 0};  // the data segment's writable part (registered)
+    uint32_t data_mh = 0, heap_mh = 0;
+    std::vector<Remote> remote;
+    char* pad = nullptr;
+    VIP_MEM_HANDLE pad_mh = 0;
+    // counters (SPLITC_VIA_STATS=1 prints them at the end)
+    struct {
+        uint64_t sent, received, retransmits, duplicates, held, nacks, acks_sent, credit_msgs, rdma_ops, probes,
+            no_reply_slot;
+    } ctr{};
+};
+extern Via V;
+
+// ---- backend_via_setup.cc ------------------------------------------------------------
+bool setup();                      // NIC, memory, VIs, connections to every process
+void teardown_wait();              // the end of the job (see stop())
+[[noreturn]] void peer_failed(Peer* p, const char* what);  // a connection broke
+void check_send_status(Chan* c, VIP_DESCRIPTOR* d);
+inline Chan* chan_of(VIP_VI_HANDLE vi) {
+    if (vi == V.last_vi) return V.last_ch;
+    for (auto& e : V.vis)
+        if (e.first == vi) {
+            V.last_vi = vi;
+            V.last_ch = e.second;
+            return e.second;
+        }
+    return nullptr;
+}
+VIP_RETURN post_recv(Chan* c, int i);
+inline VIP_DESCRIPTOR* recv_desc(Chan* c, int i) {
+    return reinterpret_cast<VIP_DESCRIPTOR*>(c->rdesc + size_t(i) * kDescBytes);
+}
+inline char* recv_buf(Chan* c, int i) { return c->rbuf + size_t(i) * c->buf_bytes; }
+inline int recv_index(Chan* c, VIP_DESCRIPTOR* d) {
+    return int((reinterpret_cast<char*>(d) - c->rdesc) / kDescBytes);
+}
+
+// ---- sending (backend_via.cc) ----------------------------------------------------------
+// Posts a slot's message (len bytes at s->buf) on c.
+void post_slot(Chan* c, Slot* s, uint32_t len, bool reply);
+// Takes back send descriptors that are done; with wait, until the oldest one is.
+void reap(Chan* c, bool wait);
+void poll_once();
+void flush_reposts();
+
+// ---- via-rel: credits (backend_via_rel.cc) ----------------------------------------------
+Slot* rel_request_slot(Chan* c);   // waits (polling) for a credit, then a slot
+Slot* rel_reply_slot(Chan* c);     // a slot (only our own NIC has to act)
+void rel_post_request(Chan* c, Slot* s, uint32_t len);
+void rel_post_reply(Chan* c, Slot* s, uint32_t len, int answered);
+void rel_owe_credit(Chan* c);
+void rel_got_credits(Chan* c, int n);
+void rel_flush_owed();
+
+// ---- via-rel: RDMA (backend_via_rdma.cc) ---------------------------------------------------
+bool rdma_setup();       // registers the symmetric memory; false: say why, no RDMA
+bool rdma_local(const void* p, size_t n, VIP_MEM_HANDLE* mh);
+bool rdma_remote(int proc, uint64_t addr, size_t n, uint32_t* mh);
+void rdma_get(Peer* p, void* dst, VIP_MEM_HANDLE lmh, uint64_t addr, uint32_t rmh, size_t n, Wait w);
+void rdma_put(Peer* p, uint64_t addr, uint32_t rmh, const void* src, VIP_MEM_HANDLE lmh, size_t n, Wait w);
+void rdma_store(Peer* p, uint64_t addr, uint32_t rmh, const void* src, VIP_MEM_HANDLE lmh, size_t n, uint8_t call);
+bool rdma_done(Chan* c, VIP_DESCRIPTOR* d);  // a send-queue completion that was ours
+void rdma_reap_all();
+void rel_probe(Peer* p);
+void made_global(uint64_t lo, uint64_t hi, bool add);
+
+// ---- via-unrel: the reliability protocol (backend_via_unrel.cc) ------------------------
+Slot* unrel_request_slot(Chan* c);  // waits (polling) for window room, then its slot
+bool unrel_reply_room(Chan* c);     // a reply can be sent now (else: do not process)
+Slot* unrel_reply_slot(Chan* c);
+void unrel_post(Chan* c, Slot* s, uint32_t len, bool request);
+// A received message: its acknowledgements, then in order, held (early), or dropped
+// (a duplicate); what is in order is delivered, and what was held behind it.
+void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot);
+void unrel_send_acks();             // channels that must acknowledge now
+void unrel_idle_acks();             // the stream stopped: acknowledge what is owed
+void unrel_timers(uint64_t now, bool idle);
+bool unrel_all_acked();
+void unrel_ping(Peer* p);
+
+// Runs one message's handler and gives its buffer back (backend_via.cc); kWasRequest,
+// kReplied flags.
+constexpr int kWasRequest = 1, kReplied = 2;
+int deliver(Chan* c, uint32_t len, int slot);
+uint64_t now_ns();
+
+}  // namespace via
+}  // namespace splitc

@@ -30,7 +30,7 @@ uint64_t setting(const char* name, uint64_t def, uint64_t lo, uint64_t hi, const
     char* end = nullptr;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || *s == '-' || *s == '+' || v < lo || v > hi)
+    if (errno || *end || *s < '0' || *s > '9' || v < lo || v > hi)
         fatal("%s='%s': accepted values are %s", name, s, accepted);
     return v;
 }
@@ -158,6 +158,7 @@ VIP_RETURN post_recv(Chan* c, int i) {
 bool setup() {
     read_settings();
     V.peers.assign(size_t(PROCS), nullptr);
+    if (PROCS == 1) return true;  // a lone process uses local memory only
     VIP_RETURN r = VipOpenNic(nullptr, &V.nic);
     if (r != VIP_SUCCESS) {
         // VIP_INVALID_PARAMETER: a SOFTVIA_* setting is wrong, and vipl said which.
@@ -289,7 +290,7 @@ void teardown_wait() {
     std::vector<bool> done(size_t(PROCS), false);
     done[size_t(MYPROC)] = true;
     char key[64];
-    while (seen < PROCS - 1) {
+    while (!said || seen < PROCS - 1) {
         poll_once();
         if (!said) {
             bool mine = V.reliable || unrel_all_acked();

@@ -1,0 +1,294 @@
+/* sc_via_mix -- many mixed gets, puts, stores and atomic calls, every one checked: the
+ * exactly-once test of the back ends (written for via-unrel under the fault injector,
+ * docs/splitc.md; it runs on any back end and wire).
+ *
+ *   softvia-run -n N sc_via_mix [--ops K] [--seed S]
+ *
+ * Each process makes K operations (default 20000), chosen at random (seeded per
+ * process), on memory at random processes (itself included). What each writes is known
+ * only to it, so it keeps a mirror and can predict every answer:
+ *   - put_long / write_long into cells only it writes; get_long / read_long of them must
+ *     return its last value (after sync() for a put), and so must the final read-back
+ *     (a second put to a place waits for sync(): Split-C does not order two puts);
+ *   - atomic_fetch_add_long, atomic_call (x -> 3x + arg, so a lost or repeated call shows)
+ *     and atomic_cswap_long (succeeding and failing) on cells only it uses: every result
+ *     must be the mirror's value;
+ *   - atomic_fetch_add_long on one cell per process that everybody adds to: the final
+ *     value must be the sum of all adds;
+ *   - store_int and bulk_store into store cells, each written exactly once: after
+ *     all_store_sync every owner checks every cell of every writer, and that no cell
+ *     beyond the last was written;
+ *   - bulk_put / bulk_get / bulk_read of random sizes (up to 16 KiB, over the RDMA
+ *     threshold) from and into global memory (RDMA on via-rel) and malloc'd memory.
+ * A lost operation leaves an old value, a repeated one a wrong value or a wrong sum.
+ * Exits 0 with one line per process, or 1 naming the first wrong value. */
+#include <splitc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CELLS 64
+#define BULK 16384
+#define GMAX 256      /* gets outstanding before a sync */
+#define STCAP (1 << 20) /* store cells per writer at each process */
+
+static uint64_t rng_state;
+static uint64_t rnd(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A wrong value ends the whole job at once with status 1 (the others may be anywhere). */
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            fprintf(stderr, "sc_via_mix: process %d: ", MYPROC); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fputc('\n', stderr);                                 \
+            splitc_exit(1);                                      \
+        }                                                        \
+    } while (0)
+
+/* The area every process has at the same address (all_malloc), P writers: */
+static size_t P_;
+static char *area;
+static size_t off_cell, off_ctr, off_chain, off_swap, off_shared, off_shexp, off_nst, off_bulk, off_st, area_len;
+
+static long *cell(int w) { return (long *)(area + off_cell) + (size_t)w * CELLS; }
+static long *ctr(int w) { return (long *)(area + off_ctr) + w; }
+static long *chain(int w) { return (long *)(area + off_chain) + w; }
+static long *swp(int w) { return (long *)(area + off_swap) + w; }
+static long *shared_cell(void) { return (long *)(area + off_shared); }
+static long *shared_expect(int w) { return (long *)(area + off_shexp) + w; }
+static long *nstores(int w) { return (long *)(area + off_nst) + w; }
+static char *bulk(int w) { return area + off_bulk + (size_t)w * BULK; }
+static int *stcell(int w) { return (int *)(area + off_st) + (size_t)w * STCAP; }
+
+int64_t chain_fn(void *addr, int64_t arg) {
+    long *p = addr;
+    long old = *p;
+    *p = (long)((unsigned long)old * 3u + (unsigned long)arg);
+    return old;
+}
+
+static int store_value(int w, int t, long k) { return (int)(0x51000000 ^ (w << 20) ^ (t << 16) ^ (int)(k * 2654435761u)); }
+
+/* What this process expects at each target */
+struct mirror {
+    long cell[CELLS];
+    unsigned char dirty[CELLS]; /* put, not synced */
+    long ctr, chain, swp, shared_added;
+    long nst; /* store cells used */
+    char bulk[BULK];
+    int bulk_dirty;
+};
+static struct mirror *M;
+
+struct pending_get {
+    long *dst;
+    long want;
+    int t, i;
+};
+static struct pending_get G[GMAX];
+static long gvals[GMAX];
+static int ng;
+static int src_busy; /* a bulk_put/bulk_store from gsrc may still read it (until sync) */
+
+static int do_sync(void) {
+    sync();
+    for (int j = 0; j < ng; j++)
+        CHECK(*G[j].dst == G[j].want, "get_long of cell %d at process %d: %ld, want %ld", G[j].i, G[j].t, *G[j].dst,
+              G[j].want);
+    ng = 0;
+    src_busy = 0;
+    for (size_t t = 0; t < P_; t++) {
+        memset(M[t].dirty, 0, CELLS);
+        M[t].bulk_dirty = 0;
+    }
+    return 0;
+}
+
+int splitc_main(int argc, char **argv) {
+    long ops = 20000;
+    uint64_t seed = 1;
+    for (int a = 1; a + 1 < argc; a += 2) {
+        if (!strcmp(argv[a], "--ops")) ops = atol(argv[a + 1]);
+        else if (!strcmp(argv[a], "--seed")) seed = strtoull(argv[a + 1], NULL, 10);
+    }
+    if (ops < 1) {
+        fprintf(stderr, "usage: sc_via_mix [--ops K] [--seed S]\n");
+        return 2;
+    }
+    P_ = (size_t)PROCS;
+    off_cell = 0;
+    off_ctr = off_cell + P_ * CELLS * sizeof(long);
+    off_chain = off_ctr + P_ * sizeof(long);
+    off_swap = off_chain + P_ * sizeof(long);
+    off_shared = off_swap + P_ * sizeof(long);
+    off_shexp = off_shared + 64;
+    off_nst = off_shexp + P_ * sizeof(long);
+    off_bulk = (off_nst + P_ * sizeof(long) + 63) & ~(size_t)63;
+    off_st = off_bulk + P_ * BULK;
+    area_len = off_st + P_ * STCAP * sizeof(int);
+    area = all_malloc(area_len);
+    CHECK(area, "all_malloc(%zu) failed", area_len);
+    M = calloc(P_, sizeof *M);
+    char *gsrc = all_malloc(BULK); /* global memory: RDMA's local end on via-rel */
+    char *gdst = all_malloc(BULK);
+    char *msrc = malloc(BULK), *mdst = malloc(BULK);
+    CHECK(M && gsrc && gdst && msrc && mdst, "memory");
+    rng_state = seed * 1000003u + (uint64_t)MYPROC * 7919u;
+    barrier();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+
+    long n_put = 0, n_get = 0, n_store = 0, n_atomic = 0, n_bulk = 0;
+    for (long op = 0; op < ops; op++) {
+        const uint64_t r = rnd();
+        const int t = (int)(r % P_);
+        const int i = (int)((r >> 8) % CELLS);
+        const unsigned kind = (unsigned)((r >> 16) % 100);
+        struct mirror *m = &M[t];
+        const gptr_t gc = toglobal(t, &cell(MYPROC)[i]);
+        if (kind < 20) { /* put (two outstanding puts to one place may land in either order) */
+            if (m->dirty[i] && do_sync()) return 1;
+            const long v = (long)rnd();
+            put_long(gc, v);
+            m->cell[i] = v;
+            m->dirty[i] = 1;
+            n_put++;
+        } else if (kind < 28) { /* write */
+            if (m->dirty[i] && do_sync()) return 1;
+            const long v = (long)rnd();
+            write_long(gc, v);
+            m->cell[i] = v;
+            m->dirty[i] = 0;
+            n_put++;
+        } else if (kind < 43) { /* get */
+            if (m->dirty[i] || ng == GMAX)
+                if (do_sync()) return 1;
+            G[ng] = (struct pending_get){&gvals[ng], m->cell[i], t, i};
+            gvals[ng] = ~m->cell[i];
+            get_long(&gvals[ng], gc);
+            ng++;
+            n_get++;
+        } else if (kind < 51) { /* read */
+            if (m->dirty[i] && do_sync()) return 1;
+            const long v = read_long(gc);
+            CHECK(v == m->cell[i], "read_long of cell %d at process %d: %ld, want %ld", i, t, v, m->cell[i]);
+            n_get++;
+        } else if (kind < 71) { /* store */
+            if (m->nst == STCAP) continue;
+            store_int(toglobal(t, &stcell(MYPROC)[m->nst]), store_value(MYPROC, t, m->nst));
+            m->nst++;
+            n_store++;
+        } else if (kind < 76) { /* fetch-add, own cell */
+            const long v = (long)(r >> 40) % 1000 + 1;
+            const long old = atomic_fetch_add_long(toglobal(t, ctr(MYPROC)), v);
+            CHECK(old == m->ctr, "atomic_fetch_add_long at process %d returned %ld, want %ld", t, old, m->ctr);
+            m->ctr += v;
+            n_atomic++;
+        } else if (kind < 80) { /* atomic_call */
+            const long arg = (long)(r >> 44);
+            const long old = (long)atomic_call(chain_fn, toglobal(t, chain(MYPROC)), arg);
+            CHECK(old == m->chain, "atomic_call at process %d returned %ld, want %ld", t, old, m->chain);
+            m->chain = (long)((unsigned long)m->chain * 3u + (unsigned long)arg);
+            n_atomic++;
+        } else if (kind < 84) { /* cswap: succeeds or (expected one off) fails */
+            const int ok = (r >> 30) & 1;
+            const long desired = (long)rnd();
+            const long old = atomic_cswap_long(toglobal(t, swp(MYPROC)), ok ? m->swp : m->swp + 1, desired);
+            CHECK(old == m->swp, "atomic_cswap_long at process %d returned %ld, want %ld", t, old, m->swp);
+            if (ok) m->swp = desired;
+            n_atomic++;
+        } else if (kind < 88) { /* fetch-add on the cell everybody adds to */
+            atomic_fetch_add_long(toglobal(t, shared_cell()), 1 + (long)(r >> 50) % 5);
+            m->shared_added += 1 + (long)(r >> 50) % 5;
+            n_atomic++;
+        } else if (kind < 96) { /* bulk */
+            const size_t n = 1 + (size_t)(rnd() % BULK);
+            const size_t o = (size_t)(rnd() % (BULK - n + 1));
+            const unsigned how = (unsigned)(rnd() % 6);
+            const int global = how & 1; /* source / destination in global memory */
+            char *src = global ? gsrc : msrc;
+            if (how < 2) { /* bulk_put */
+                if (((global && src_busy) || m->bulk_dirty) && do_sync()) return 1;
+                for (size_t b = 0; b < n; b++) src[b] = (char)rnd();
+                bulk_put(toglobal(t, bulk(MYPROC) + o), src, n);
+                memcpy(m->bulk + o, src, n);
+                m->bulk_dirty = 1;
+                src_busy |= global;
+            } else if (how < 4) { /* bulk_get or bulk_read, compared at once */
+                if (m->bulk_dirty && do_sync()) return 1;
+                char *dst = global ? gdst : mdst;
+                memset(dst, 0x5a, n);
+                if (how == 2) {
+                    bulk_get(dst, toglobal(t, bulk(MYPROC) + o), n);
+                    if (do_sync()) return 1;
+                } else {
+                    bulk_read(dst, toglobal(t, bulk(MYPROC) + o), n);
+                }
+                CHECK(!memcmp(dst, m->bulk + o, n), "%s of %zu bytes at offset %zu from process %d: wrong data",
+                      how == 2 ? "bulk_get" : "bulk_read", n, o, t);
+            } else { /* bulk_store into fresh store cells: mostly small, a quarter large */
+                const size_t k = (rnd() % 4 ? n % 512 : n) / sizeof(int) + 1;
+                if (m->nst + (long)k > STCAP) continue;
+                if (global && src_busy && do_sync()) return 1;
+                int *s = (int *)src;
+                const size_t kk = k * sizeof(int) <= BULK ? k : BULK / sizeof(int);
+                for (size_t b = 0; b < kk; b++) s[b] = store_value(MYPROC, t, m->nst + (long)b);
+                bulk_store(toglobal(t, &stcell(MYPROC)[m->nst]), s, kk * sizeof(int));
+                m->nst += (long)kk;
+                src_busy |= global;
+                n_store++;
+            }
+            n_bulk++;
+        } else { /* sync now and then */
+            if (do_sync()) return 1;
+        }
+    }
+    if (do_sync()) return 1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+
+    /* Tell every owner how many store cells this process used there and what it added to
+     * its shared cell; then every store must have landed. */
+    for (size_t t = 0; t < P_; t++) {
+        put_long(toglobal((int)t, nstores(MYPROC)), M[t].nst);
+        put_long(toglobal((int)t, shared_expect(MYPROC)), M[t].shared_added);
+    }
+    sync();
+    all_store_sync();
+    long total_added = 0;
+    for (size_t w = 0; w < P_; w++) {
+        const long n = *nstores((int)w);
+        total_added += *shared_expect((int)w);
+        for (long k = 0; k < n; k++)
+            CHECK(stcell((int)w)[k] == store_value((int)w, MYPROC, k), "store cell %ld from process %zu: %#x, want %#x",
+                  k, w, stcell((int)w)[k], store_value((int)w, MYPROC, k));
+        for (size_t k = (size_t)n; k < STCAP; k++)
+            CHECK(stcell((int)w)[k] == 0, "store cell %zu from process %zu written, but only %ld were stored", k, w, n);
+    }
+    CHECK(*shared_cell() == total_added, "the shared counter is %ld, want %ld (an add lost or repeated)", *shared_cell(),
+          total_added);
+    /* Read back everything this process wrote anywhere. */
+    for (size_t t = 0; t < P_; t++) {
+        long back[CELLS];
+        bulk_read(back, toglobal((int)t, cell(MYPROC)), sizeof back);
+        for (int i = 0; i < CELLS; i++)
+            CHECK(back[i] == M[t].cell[i], "cell %d at process %zu: %ld, want %ld", i, t, back[i], M[t].cell[i]);
+        CHECK(read_long(toglobal((int)t, ctr(MYPROC))) == M[t].ctr, "counter at process %zu", t);
+        CHECK(read_long(toglobal((int)t, chain(MYPROC))) == M[t].chain, "atomic_call cell at process %zu", t);
+        CHECK(read_long(toglobal((int)t, swp(MYPROC))) == M[t].swp, "cswap cell at process %zu", t);
+        bulk_read(mdst, toglobal((int)t, bulk(MYPROC)), BULK);
+        CHECK(!memcmp(mdst, M[t].bulk, BULK), "bulk area at process %zu differs", t);
+    }
+    barrier();
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("sc_via_mix: process %d: ok: %ld operations on %s (%ld puts/writes, %ld gets/reads, %ld stores, %ld atomics, "
+           "%ld bulk) in %.2f s\n",
+           MYPROC, ops, splitc_backend(), n_put, n_get, n_store, n_atomic, n_bulk, s);
+    return 0;
+}

@@ -45,7 +45,7 @@ struct Out {
 inline Out begin(Chan* c, Slot* s, uint8_t kind, uint8_t x, uint16_t n) {
     Hdr h{kind, x, n};
     memcpy(s->buf, &h, sizeof h);
-    return Out{c, s, s->buf + V.hdr};
+    return Out{c, s, s->buf + sizeof(Hdr)};
 }
 
 // A request: waits (polling) for a credit (via-rel) or room in the window (via-unrel).
@@ -53,7 +53,7 @@ inline Out begin_request(Chan* c, uint8_t kind, uint8_t call, uint16_t n) {
     return begin(c, V.reliable ? rel_request_slot(c) : unrel_request_slot(c), kind, call, n);
 }
 inline void end_request(const Out& o, size_t body) {
-    const uint32_t len = uint32_t(V.hdr + body);
+    const uint32_t len = uint32_t(sizeof(Hdr) + body);
     if (V.reliable) rel_post_request(o.c, o.s, len);
     else unrel_post(o.c, o.s, len, true);
 }
@@ -61,7 +61,7 @@ inline Out begin_reply(Chan* c, uint8_t kind, uint16_t n) {
     return begin(c, V.reliable ? rel_reply_slot(c) : unrel_reply_slot(c), kind, 0, n);
 }
 inline void end_reply(const Out& o, size_t body) {
-    const uint32_t len = uint32_t(V.hdr + body);
+    const uint32_t len = uint32_t(sizeof(Hdr) + body);
     if (V.reliable) rel_post_reply(o.c, o.s, len, 1);
     else unrel_post(o.c, o.s, len, false);
 }
@@ -106,9 +106,9 @@ int deliver(Chan* c, uint32_t len, int slot) {
     char* buf = recv_buf(c, slot);
     Hdr h;
     memcpy(&h, buf, sizeof h);
-    const char* body = buf + V.hdr;
-    if (len < V.hdr) malformed(c, h, len);
-    const size_t blen = len - V.hdr;
+    const char* body = buf + sizeof(Hdr);
+    if (len < sizeof(Hdr)) malformed(c, h, len);
+    const size_t blen = len - sizeof(Hdr);
     const size_t max_n = c->idx == C_SHORT ? kMaxShortValue : kMedPayload;
     Peer* p = c->peer;
     int rc = 0;
@@ -263,7 +263,7 @@ void receive(Chan* c, VIP_DESCRIPTOR* d) {
     c->peer->rx++;
     V.ctr.received++;
     const int slot = recv_index(c, d);
-    if (status & VIP_STATUS_IMMEDIATE) {  // via-rel: a zero-copy bulk_store has landed
+    if ((status & VIP_STATUS_OP_MASK) == VIP_STATUS_OP_REMOTE_RDMA_WRITE) {  // via-rel: a zero-copy bulk_store landed
         landed_store(d->CS.Length);
         rel_owe_credit(c);
         if (post_recv(c, slot) != VIP_SUCCESS) peer_failed(c->peer, "reposting a receive failed");
@@ -351,7 +351,6 @@ public:
 
     bool start() override {
         V.reliable = reliable_;
-        V.hdr = reliable_ ? sizeof(Hdr) : sizeof(Hdr) + sizeof(UHdr);
         return setup();
     }
 
@@ -442,7 +441,7 @@ public:
         for (Peer* p : V.peers) {
             if (!p || p->gone) continue;
             Chan* c = &p->ch[C_SHORT];
-            if (V.reliable ? c->credits == 0 : uint16_t(c->req.next_seq - c->req.acked) >= c->k) continue;
+            if (V.reliable ? c->credits == 0 : uint8_t(c->req.next_seq - c->req.acked) >= c->k) continue;
             Out o = begin_request(c, K_EXIT, kInternal, uint16_t(code & 0xff));
             end_request(o, 0);
         }

@@ -22,9 +22,14 @@ namespace splitc {
 namespace via {
 
 // ---- the send queue (both back ends) --------------------------------------------------------
-void post_slot(Chan* c, Slot* s, uint32_t len, bool) {
+void post_slot(Chan* c, Slot* s, uint32_t len, uint32_t imm) {
     VIP_DESCRIPTOR* d = s->d;
-    d->CS.Control = VIP_CONTROL_OP_SENDRECV;
+    if (V.reliable) {
+        d->CS.Control = VIP_CONTROL_OP_SENDRECV;
+    } else {
+        d->CS.Control = VIP_CONTROL_OP_SENDRECV | VIP_CONTROL_IMMEDIATE;
+        d->CS.ImmediateData = imm;
+    }
     d->DS[0].Local.Length = len;
     s->len = len;
     if (VipPostSend(c->vi, d, c->peer->mh) != VIP_SUCCESS) {
@@ -109,7 +114,7 @@ Slot* rel_request_slot(Chan* c) {
 Slot* rel_reply_slot(Chan* c) { return next_ring_slot(c); }
 
 void rel_post_request(Chan* c, Slot* s, uint32_t len) {
-    post_slot(c, s, len, false);
+    post_slot(c, s, len, 0);
     c->credits--;
 }
 
@@ -119,7 +124,7 @@ void rel_post_reply(Chan* c, Slot* s, uint32_t len, int answered) {
     int give = c->owed + answered;
     if (give > 255) give = 255;
     s->buf[1] = static_cast<char>(give);
-    post_slot(c, s, len, true);
+    post_slot(c, s, len, 0);
     c->owed -= give - answered;
 }
 

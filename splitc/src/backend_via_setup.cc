@@ -272,6 +272,7 @@ void check_send_status(Chan* c, VIP_DESCRIPTOR* d) {
 }
 
 void peer_failed(Peer* p, const char* what) {
+    if (getenv("SPLITC_VIA_STATS")) print_stats();
     fatal("%s back end: lost process %d: %s. It exited, crashed or stopped answering; the job stops",
           V.reliable ? "via-rel" : "via-unrel", p->proc, what);
 }
@@ -324,16 +325,23 @@ void teardown_wait() {
             }
         }
     }
-    if (getenv("SPLITC_VIA_STATS")) {
-        const auto& k = V.ctr;
-        fprintf(stderr,
-                "splitc: process %d: %s: sent %llu received %llu retransmits %llu duplicates %llu held %llu nacks "
-                "%llu acks %llu credit-msgs %llu rdma %llu probes %llu no-reply-slot %llu\n",
-                MYPROC, V.reliable ? "via-rel" : "via-unrel", (unsigned long long)k.sent, (unsigned long long)k.received,
-                (unsigned long long)k.retransmits, (unsigned long long)k.duplicates, (unsigned long long)k.held,
-                (unsigned long long)k.nacks, (unsigned long long)k.acks_sent, (unsigned long long)k.credit_msgs,
-                (unsigned long long)k.rdma_ops, (unsigned long long)k.probes, (unsigned long long)k.no_reply_slot);
-    }
+    if (getenv("SPLITC_VIA_STATS")) print_stats();
+}
+
+// SPLITC_VIA_STATS: what the back end did, and the NIC's drops (messages that found no
+// receive posted: none on a loss-free run, or the credits are wrong).
+void print_stats() {
+    const auto& k = V.ctr;
+    VIP_EXT_COUNTERS nc{};
+    VipExtQueryNicCounters(V.nic, &nc);
+    fprintf(stderr,
+            "splitc: process %d: %s: sent %llu received %llu retransmits %llu duplicates %llu held %llu nacks "
+            "%llu acks %llu credit-msgs %llu rdma %llu probes %llu no-reply-slot %llu nic-drops %llu\n",
+            MYPROC, V.reliable ? "via-rel" : "via-unrel", (unsigned long long)k.sent, (unsigned long long)k.received,
+            (unsigned long long)k.retransmits, (unsigned long long)k.duplicates, (unsigned long long)k.held,
+            (unsigned long long)k.nacks, (unsigned long long)k.acks_sent, (unsigned long long)k.credit_msgs,
+            (unsigned long long)k.rdma_ops, (unsigned long long)k.probes, (unsigned long long)k.no_reply_slot,
+            (unsigned long long)nc.Drops);
 }
 
 }  // namespace via

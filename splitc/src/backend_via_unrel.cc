@@ -14,8 +14,9 @@
 //   acknowledgement may be what was lost).
 // - Every numbered message stays in its send slot until acknowledged. A channel whose
 //   acknowledgements do not advance for the retransmission timeout (rto: starts at
-//   rto_min, doubles per expiry up to kRtoMax, back to rto_min on progress) sends every
-//   unacknowledged message again; a NACK sends the one named at once.
+//   rto_min, doubles per expiry up to kRtoMax, back to rto_min on progress) sends the
+//   oldest unacknowledged message of each class again; a NACK sends the one named at
+//   once.
 // - A channel that makes no progress for SPLITC_PEER_TIMEOUT_MS ends the job, naming the
 //   process. A process waiting on a peer that is silent (a reply, the barrier) sends it a
 //   PING (backend_via.cc, liveness), which the timer then covers.
@@ -35,10 +36,8 @@ namespace {
 
 constexpr uint64_t kRtoMaxNs = 64000000ull;  // 64 ms
 
-inline uint16_t outstanding(const Flow& f) { return uint16_t(f.next_seq - f.acked); }
-inline Slot* flow_slot(Chan* c, const Flow& f, uint16_t seq) {
-    return &c->slots[size_t(f.base) + (seq & uint16_t(c->k - 1))];
-}
+inline int outstanding(const Flow& f) { return uint8_t(f.next_seq - f.acked); }
+inline Slot* flow_slot(Chan* c, const Flow& f, uint8_t seq) { return &c->slots[size_t(f.base) + (seq & (c->k - 1))]; }
 
 void list_ack(Chan* c) {
     if (!c->in_ack_list) {
@@ -62,12 +61,11 @@ void start_timer(Chan* c) {
     }
 }
 
-// Writes the current acknowledgements into a numbered message's header.
-inline void stamp(Chan* c, Slot* s, uint16_t seq) {
-    UHdr u{seq, c->req.expect, c->rep.expect, 0, 0};
-    memcpy(s->buf + sizeof(Hdr), &u, sizeof u);
+// A numbered message's immediate data, with the current acknowledgements.
+inline uint32_t stamp(Chan* c, uint8_t seq) {
     c->ack_dirty = false;
     c->unreplied = 0;
+    return imm_of(UHdr{seq, c->req.expect, c->rep.expect, 0});
 }
 
 // An unnumbered acknowledgement (flags: NACK). Skipped if no K_ACK slot is free: the
@@ -83,30 +81,28 @@ void send_ack(Chan* c, uint8_t flags) {
     if (++c->ack_next == kAckSlots) c->ack_next = 0;
     Hdr h{K_ACK, 0, 0};
     memcpy(s->buf, &h, sizeof h);
-    UHdr u{0, c->req.expect, c->rep.expect, flags, 0};
-    memcpy(s->buf + sizeof h, &u, sizeof u);
     c->ack_dirty = false;
     c->ack_now = false;
     c->unreplied = 0;
     V.ctr.acks_sent++;
     if (flags) V.ctr.nacks++;
-    post_slot(c, s, uint32_t(sizeof h + sizeof u), true);
+    post_slot(c, s, uint32_t(sizeof h), imm_of(UHdr{0, c->req.expect, c->rep.expect, flags}));
 }
 
 // Sends a numbered message of ours again, with fresh acknowledgements. One still in the
 // NIC's send queue has not left yet: nothing to do.
-void resend(Chan* c, Flow& f, uint16_t seq, bool request) {
+void resend(Chan* c, Flow& f, uint8_t seq) {
     Slot* s = flow_slot(c, f, seq);
+    if (s->busy) reap(c, false);  // sends are taken back lazily: it may be done by now
     if (s->busy) return;
-    stamp(c, s, seq);
     V.ctr.retransmits++;
-    post_slot(c, s, s->len, !request);
+    post_slot(c, s, s->len, stamp(c, seq));
 }
 
 void on_ack(Chan* c, const UHdr& u) {
     // Cumulative and monotonic: only a number inside the window moves it.
-    if (uint16_t(u.ack_req - c->req.acked) <= outstanding(c->req)) c->req.acked = u.ack_req;
-    if (uint16_t(u.ack_rep - c->rep.acked) <= outstanding(c->rep)) c->rep.acked = u.ack_rep;
+    if (uint8_t(u.ack_req - c->req.acked) <= outstanding(c->req)) c->req.acked = u.ack_req;
+    if (uint8_t(u.ack_rep - c->rep.acked) <= outstanding(c->rep)) c->rep.acked = u.ack_rep;
 }
 
 // Delivers an in-order message; false if a request found no room for a reply (then it is
@@ -158,30 +154,27 @@ Slot* unrel_reply_slot(Chan* c) {
 
 void unrel_post(Chan* c, Slot* s, uint32_t len, bool request) {
     Flow& f = request ? c->req : c->rep;
-    stamp(c, s, f.next_seq++);
-    post_slot(c, s, len, !request);
+    post_slot(c, s, len, stamp(c, f.next_seq++));
     start_timer(c);
 }
 
 void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot) {
     const uint32_t len = d->CS.Length;
     const char* buf = recv_buf(c, slot);
-    if (len < sizeof(Hdr) + sizeof(UHdr))
+    if (len < sizeof(Hdr) || !(d->CS.Status & VIP_STATUS_IMMEDIATE))
         fatal("via-unrel back end: malformed message from process %d (%u bytes)", c->peer->proc, len);
-    Hdr h;
-    UHdr u;
-    memcpy(&h, buf, sizeof h);
-    memcpy(&u, buf + sizeof h, sizeof u);
+    const uint8_t kind = static_cast<uint8_t>(buf[0]);
+    const UHdr u = uhdr_of(d->CS.ImmediateData);
     on_ack(c, u);
-    if (h.kind == K_ACK) {
+    if (kind == K_ACK) {
         // A NACK: the receiver holds later messages; send the missing one now.
-        if ((u.flags & kNackReq) && u.ack_req == c->req.acked && outstanding(c->req)) resend(c, c->req, u.ack_req, true);
-        if ((u.flags & kNackRep) && u.ack_rep == c->rep.acked && outstanding(c->rep)) resend(c, c->rep, u.ack_rep, false);
+        if ((u.flags & kNackReq) && u.ack_req == c->req.acked && outstanding(c->req)) resend(c, c->req, u.ack_req);
+        if ((u.flags & kNackRep) && u.ack_rep == c->rep.acked && outstanding(c->rep)) resend(c, c->rep, u.ack_rep);
         return drop(c, slot);
     }
-    const bool request = is_request(h.kind);
+    const bool request = is_request(kind);
     Flow& f = request ? c->req : c->rep;
-    const int16_t ahead = int16_t(uint16_t(u.seq - f.expect));
+    const int ahead = int8_t(uint8_t(u.seq - f.expect));
     if (ahead < 0) {  // processed already: a copy we sent again, or acknowledged late
         V.ctr.duplicates++;
         c->ack_now = true;
@@ -189,7 +182,7 @@ void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot) {
         return drop(c, slot);
     }
     if (ahead > 0) {  // a gap before it: keep it until the gap is filled, and ask
-        int& h_slot = f.held[size_t(u.seq & uint16_t(c->k - 1))];
+        int& h_slot = f.held[size_t(u.seq & (c->k - 1))];
         if (ahead >= c->k || h_slot >= 0) {
             drop(c, slot);
         } else {
@@ -203,16 +196,17 @@ void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot) {
         }
         return;
     }
-    int& same = f.held[size_t(u.seq & uint16_t(c->k - 1))];
+    int& same = f.held[size_t(u.seq & (c->k - 1))];
     if (same >= 0) {  // a copy of this one was held (it could not be processed then)
         drop(c, same);
         same = -1;
         f.nheld--;
     }
     if (!deliver_in_order(c, slot, len, request)) return drop(c, slot);
+    if (!f.nheld) f.nacked = -1;  // no gap: a later one (numbers wrap) is asked for again
     // What was held behind it, as far as it goes on in order.
     while (f.nheld) {
-        int& h_slot = f.held[size_t(f.expect & uint16_t(c->k - 1))];
+        int& h_slot = f.held[size_t(f.expect & (c->k - 1))];
         if (h_slot < 0) {
             if (f.nacked != f.expect) {  // another gap
                 f.nacked = f.expect;
@@ -229,23 +223,29 @@ void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot) {
 
 // End of a poll: duplicates and PINGs are acknowledged, and n reply-free requests.
 void unrel_send_acks() {
-    for (size_t i = 0; i < V.ack_list.size(); i++) {  // send_ack may list more
-        Chan* c = V.ack_list[i];
+    std::vector<Chan*> now;
+    now.swap(V.ack_list);
+    for (Chan* c : now) {
         c->in_ack_list = false;
         if (c->ack_now) send_ack(c, 0);
     }
-    V.ack_list.clear();
+    now.clear();
+    if (V.ack_list.empty()) now.swap(V.ack_list);  // keep the capacity
 }
 
 // The polls went quiet: whatever is still unacknowledged is acknowledged.
+// A channel whose K_ACK slots are all still in the NIC lists itself again (send_ack),
+// for the next quiet poll: hence the list is taken out first.
 void unrel_idle_acks() {
     if (V.dirty_list.empty()) return;
-    for (size_t i = 0; i < V.dirty_list.size(); i++) {
-        Chan* c = V.dirty_list[i];
+    std::vector<Chan*> now;
+    now.swap(V.dirty_list);
+    for (Chan* c : now) {
         c->in_dirty_list = false;
         if (c->ack_dirty) send_ack(c, 0);
     }
-    V.dirty_list.clear();
+    now.clear();
+    if (V.dirty_list.empty()) now.swap(V.dirty_list);
 }
 
 // Retransmission and the peer timeout, for channels with unacknowledged messages; idle:
@@ -282,8 +282,11 @@ void unrel_timers(uint64_t now, bool idle) {
             peer_failed(c->peer, what);
         }
         if (now - c->mark_ns >= c->rto_ns) {
-            for (uint16_t s = c->req.acked; s != c->req.next_seq; s++) resend(c, c->req, s, true);
-            for (uint16_t s = c->rep.acked; s != c->rep.next_seq; s++) resend(c, c->rep, s, false);
+            // The oldest of each class only: a peer that was merely slow (it lost its core
+            // for a while) costs one copy, not a window; after a loss the receiver holds
+            // what came behind it and asks for the next gap itself (NACK).
+            if (outstanding(c->req)) resend(c, c->req, c->req.acked);
+            if (outstanding(c->rep)) resend(c, c->rep, c->rep.acked);
             c->rto_ns = std::min(2 * c->rto_ns, kRtoMaxNs);
             c->mark_ns = now;
         }
@@ -309,7 +312,7 @@ void unrel_ping(Peer* p) {
     if (s->busy) return;
     Hdr h{K_PING, kInternal, 0};
     memcpy(s->buf, &h, sizeof h);
-    unrel_post(c, s, uint32_t(V.hdr), true);
+    unrel_post(c, s, uint32_t(sizeof h), true);
 }
 
 }  // namespace via

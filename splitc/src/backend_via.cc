@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 
@@ -179,6 +180,27 @@ int deliver(Chan* c, uint32_t len, int slot) {
         case K_EXIT:
             fflush(nullptr);
             _exit(h.n);
+        case K_STORES: {
+            rc = kWasRequest;
+            if (h.n > kStoresPerMsg || blen < size_t(h.n) * sizeof(StoreEntry)) malformed(c, h, len);
+            for (int i = 0; i < h.n; i++) {
+                StoreEntry e;
+                memcpy(&e, body + size_t(i) * sizeof e, sizeof e);
+                const uint64_t a = e.word & kAddrMask;
+                const size_t n = (e.word >> 48) & 0xf;
+                if (n > kMaxShortValue) malformed(c, h, len);
+                if (!is_global(a, n)) {
+                    const Hdr one{K_STORE, static_cast<uint8_t>(e.word >> 56), uint16_t(n)};
+                    refuse(c, one, a);  // the requester stops: the rest does not matter
+                    rc |= kReplied;
+                    break;
+                }
+                memcpy(reinterpret_cast<void*>(a), &e.value, n);
+                landed_store(n);
+            }
+            if (!(rc & kReplied)) reply_free(c);
+            break;
+        }
         case K_PING:
             rc = kWasRequest;
             reply_free(c);
@@ -300,6 +322,7 @@ void liveness(uint64_t now) {
 }
 
 int poll_count() {
+    if (!V.batches.empty()) flush_batches();
     if (!V.reposts.empty()) flush_reposts();
     int n = 0;
     VIP_VI_HANDLE vi;
@@ -334,6 +357,20 @@ unsigned g_idle = 0;
 
 }  // namespace
 
+// Handles what the last NIC step (a post steps it, inline progress) has already put in
+// the completion queue, without stepping the NIC again: a sender in a stream sees a NACK
+// or an acknowledgement while it is still sending, not only once its window is full.
+void take_arrived() {
+    VIP_VI_HANDLE vi;
+    VIP_BOOLEAN rq;
+    for (int n = 0; n < 64 && VipExtCQTake(V.cq, &vi, &rq) == VIP_SUCCESS; n++) {
+        Chan* c = chan_of(vi);
+        VIP_DESCRIPTOR* d;
+        if (c && VipRecvDone(vi, &d) == VIP_SUCCESS) receive(c, d);
+    }
+    if (!V.reliable && !V.ack_list.empty()) unrel_send_acks();
+}
+
 void poll_once() {
     // Waiting loops give the core away only after 256 polls in a row found nothing: a
     // process handling a stream never yields; one waiting for a process that shares its
@@ -343,6 +380,58 @@ void poll_once() {
 }
 
 namespace {
+// Sends the stores gathered for c.
+void send_batch(Chan* c) {
+    Slot* s = c->batch;
+    const uint16_t n = uint16_t(c->batch_n);
+    c->batch = nullptr;
+    c->batch_n = 0;
+    memcpy(s->buf + offsetof(Hdr, n), &n, sizeof n);
+    V.ctr.store_msgs++;
+    end_request(Out{c, s, s->buf + sizeof(Hdr)}, size_t(n) * sizeof(StoreEntry));
+}
+}  // namespace
+
+void flush_batches() {
+    std::vector<Chan*> now;
+    now.swap(V.batches);  // sending may poll (no credit yet), which flushes: take them out first
+    for (Chan* c : now) send_batch(c);
+    if (V.batches.empty()) {
+        now.clear();
+        V.batches.swap(now);
+    }
+}
+
+namespace {
+
+// A store of up to 8 bytes joins the message being gathered for its process.
+void batch_store(Peer* p, uint64_t addr, const void* src, size_t n, uint8_t call) {
+    Chan* c = &p->ch[C_SHORT];
+    if (!c->batch) {
+        Out o = begin_request(c, K_STORES, 0, 0);  // may poll: that sends other batches
+        c->batch = o.s;
+        V.batches.push_back(c);
+    }
+    StoreEntry e{addr | uint64_t(n) << 48 | uint64_t(call) << 56, 0};
+    memcpy(&e.value, src, n);
+    memcpy(c->batch->buf + sizeof(Hdr) + size_t(c->batch_n) * sizeof e, &e, sizeof e);
+    if (++c->batch_n < kStoresPerMsg) return;
+    // Full: this one goes now; the others stay (round-robin stores to many processes
+    // gather for each of them).
+    for (size_t i = 0; i < V.batches.size(); i++)
+        if (V.batches[i] == c) {
+            V.batches[i] = V.batches.back();
+            V.batches.pop_back();
+            break;
+        }
+    send_batch(c);
+}
+
+// Every operation but a small store sends the gathered stores first, so that they wait
+// at most until the program's next call into the back end.
+inline void before_op() {
+    if (!V.batches.empty()) flush_batches();
+}
 
 class ViaBackend final : public Backend {
 public:
@@ -358,6 +447,7 @@ public:
 
     void get(void* dst, int proc, uint64_t addr, size_t n, Wait w, uint8_t call) override {
         if (n == 0) return;
+        before_op();
         Peer* p = V.peers[size_t(proc)];
         if (n <= kMaxShortValue) {
             Chan* c = &p->ch[C_SHORT];
@@ -390,10 +480,12 @@ public:
     }
 
     void store(int proc, uint64_t addr, const void* src, size_t n, uint8_t call) override {
+        if (n && n <= kMaxShortValue && V.store_batch) return batch_store(V.peers[size_t(proc)], addr, src, n, call);
         send_data(K_STORE, proc, addr, src, n, Wait::kSync, call);
     }
 
     int64_t atomic(int proc, const AtomicReq& r, uint8_t call) override {
+        before_op();
         Chan* c = &V.peers[size_t(proc)]->ch[C_SHORT];
         st.blocking++;
         Out o = begin_request(c, K_ATOMIC, call, uint16_t(r.kind));
@@ -411,6 +503,7 @@ public:
     // Two phases over a binary tree (as the am back end): arrivals go up to process 0,
     // the release comes down. Barrier messages are reply-free requests.
     void barrier() override {
+        before_op();
         const int gen = ++V.bar_gen;
         const int me = MYPROC, P = PROCS;
         const int parent = (me - 1) / 2;
@@ -437,6 +530,7 @@ public:
     // 2 s) until their connections are gone, so that none of them sees this process end
     // first and stops with an error instead of code.
     void broadcast_exit(int code) override {
+        before_op();
         V.ending = true;
         for (Peer* p : V.peers) {
             if (!p || p->gone) continue;
@@ -459,6 +553,7 @@ private:
     // or (via-rel, large enough, registered memory at both ends) one RDMA write.
     void send_data(uint8_t kind, int proc, uint64_t addr, const void* src, size_t n, Wait w, uint8_t call) {
         if (n == 0) return;
+        before_op();
         Peer* p = V.peers[size_t(proc)];
         const bool put = kind == K_PUT;
         if (n <= kMaxShortValue) {

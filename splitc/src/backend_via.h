@@ -40,6 +40,7 @@ enum Kind : uint8_t {
     K_BAR_DOWN,   // the same
     K_EXIT,       // n = exit code. No reply
     K_PING,       // via-unrel: are you there? acknowledged at once. No reply
+    K_STORES,     // n stores of up to 8 bytes each (StoreEntry). No reply
     K_GET_R,      // body: the n bytes
     K_PUT_R,      // no body: the smallest message, 4 bytes
     K_ATOMIC_R,   // body: int64 result
@@ -84,6 +85,14 @@ inline UHdr uhdr_of(uint32_t v) {
 }
 constexpr uint8_t kNackReq = 1, kNackRep = 2;
 
+// One store of a K_STORES message: the address with the length (bits 48-51) and the
+// call (bits 56-63) above it, then the value.
+struct StoreEntry {
+    uint64_t word;
+    uint64_t value;
+};
+constexpr uint64_t kAddrMask = (1ull << 48) - 1;
+
 struct AtomicBody {
     uint64_t addr;
     int64_t a, b;
@@ -95,7 +104,11 @@ constexpr int kCredits[C_COUNT] = {64, 16};  // k per channel (power of 2)
 constexpr size_t kMaxShortValue = 8;
 constexpr size_t kMedPayload = 4096;
 // Receive and send buffer per channel: the largest message of the channel.
-constexpr size_t kBufBytes[C_COUNT] = {64, kMedPayload + 64};
+constexpr size_t kBufBytes[C_COUNT] = {256, kMedPayload + 64};
+// Stores of up to 8 bytes to one process are sent together (K_STORES), up to this many
+// per message: until the message is full, the program makes any other call into the
+// back end, or a poll (every waiting loop polls). SPLITC_STORE_BATCH=0: one per message.
+constexpr int kStoresPerMsg = int((kBufBytes[C_SHORT] - sizeof(Hdr)) / sizeof(StoreEntry));
 constexpr size_t kDescBytes = 64;  // a descriptor with up to two segments
 constexpr int kAckSlots = 8;       // via-unrel: send slots for unnumbered K_ACK messages
 
@@ -157,6 +170,10 @@ struct Chan {
     // via-rel: a ring of 2k; via-unrel: k for requests, k for replies, kAckSlots for K_ACK
     std::vector<Slot> slots;
     uint32_t s_next = 0;
+    // stores being gathered into one K_STORES message (backend_via.cc): its slot (a
+    // credit or window place is taken), nullptr when none
+    Slot* batch = nullptr;
+    int batch_n = 0;
     // ---- via-rel credits (AMVIA): requests we may still send; credits of handled
     // reply-free requests not yet given back
     int credits = 0;
@@ -166,6 +183,7 @@ struct Chan {
     Flow req, rep;
     int unreplied = 0;       // reply-free requests processed since we last sent anything
     bool ack_dirty = false;  // something to acknowledge that no message has carried yet
+    bool quiet_ack = false;  // numbered messages came since the last quiet acknowledgement
     bool ack_now = false;    // a duplicate or a PING came: acknowledge at the end of the poll
     bool in_ack_list = false;
     bool in_dirty_list = false;
@@ -230,6 +248,8 @@ struct Via {
     std::vector<Chan*> timed;       // via-unrel: channels with unacknowledged messages
     std::vector<std::pair<Chan*, int>> reposts;  // reply buffers to post again
     std::vector<Peer*> rdma_peers;  // via-rel: peers with RDMA operations outstanding
+    std::vector<Chan*> batches;     // channels with stores gathered, not sent yet
+    bool store_batch = true;        // SPLITC_STORE_BATCH
     unsigned polls = 0;
     unsigned quiet_polls = 0;
     int64_t atomic_result = 0;
@@ -253,7 +273,7 @@ struct Via {
     // counters (SPLITC_VIA_STATS=1 prints them at the end)
     struct {
         uint64_t sent, received, retransmits, duplicates, held, nacks, acks_sent, credit_msgs, rdma_ops, probes,
-            no_reply_slot;
+            no_reply_slot, store_msgs;
     } ctr{};
 };
 extern Via V;
@@ -289,7 +309,9 @@ void post_slot(Chan* c, Slot* s, uint32_t len, uint32_t imm);
 // Takes back send descriptors that are done; with wait, until the oldest one is.
 void reap(Chan* c, bool wait);
 void poll_once();
+void take_arrived();  // what has arrived already, without stepping the NIC
 void flush_reposts();
+void flush_batches();  // sends the stores gathered so far
 
 // ---- via-rel: credits (backend_via_rel.cc) ----------------------------------------------
 Slot* rel_request_slot(Chan* c);   // waits (polling) for a credit, then a slot

@@ -64,6 +64,7 @@ void start_timer(Chan* c) {
 // A numbered message's immediate data, with the current acknowledgements.
 inline uint32_t stamp(Chan* c, uint8_t seq) {
     c->ack_dirty = false;
+    c->quiet_ack = false;
     c->unreplied = 0;
     return imm_of(UHdr{seq, c->req.expect, c->rep.expect, 0});
 }
@@ -136,6 +137,9 @@ void drop(Chan* c, int slot) {
 }  // namespace
 
 Slot* unrel_request_slot(Chan* c) {
+    // A quarter of the window out: look at what has come (a NACK after a loss is then
+    // answered while the window still has room, so the stream does not stall).
+    if (outstanding(c->req) >= c->k / 4) take_arrived();
     while (outstanding(c->req) >= c->k) {  // no credit: wait for acknowledgements
         if (c->peer->gone) fatal("via-unrel back end: process %d is gone", c->peer->proc);
         poll_once();
@@ -175,6 +179,11 @@ void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot) {
     const bool request = is_request(kind);
     Flow& f = request ? c->req : c->rep;
     const int ahead = int8_t(uint8_t(u.seq - f.expect));
+    c->quiet_ack = true;  // see unrel_idle_acks
+    if (!c->in_dirty_list) {
+        c->in_dirty_list = true;
+        V.dirty_list.push_back(c);
+    }
     if (ahead < 0) {  // processed already: a copy we sent again, or acknowledged late
         V.ctr.duplicates++;
         c->ack_now = true;
@@ -234,15 +243,23 @@ void unrel_send_acks() {
 }
 
 // The polls went quiet: whatever is still unacknowledged is acknowledged.
-// A channel whose K_ACK slots are all still in the NIC lists itself again (send_ack),
-// for the next quiet poll: hence the list is taken out first.
+// The polls went quiet. Each channel that received numbered messages since it last sent
+// a numbered message or a quiet acknowledgement acknowledges once more, even if its last
+// K_ACK said the same: that one may have been lost while the sender waits with a full
+// window (it would wait for its retransmission timeout); and one that still holds
+// messages behind a gap asks again for the missing one (the NACK or the copy may have
+// been lost). One per quiet spell, and an acknowledgement never causes another. A channel whose K_ACK slots are all still in the
+// NIC lists itself again (send_ack): hence the list is taken out first.
 void unrel_idle_acks() {
     if (V.dirty_list.empty()) return;
     std::vector<Chan*> now;
     now.swap(V.dirty_list);
     for (Chan* c : now) {
         c->in_dirty_list = false;
-        if (c->ack_dirty) send_ack(c, 0);
+        if (c->ack_dirty || c->quiet_ack) {
+            send_ack(c, uint8_t((c->req.nheld ? kNackReq : 0) | (c->rep.nheld ? kNackRep : 0)));
+            c->quiet_ack = false;
+        }
     }
     now.clear();
     if (V.dirty_list.empty()) now.swap(V.dirty_list);

@@ -35,10 +35,13 @@ static int cmp_d(const void *a, const void *b) {
 int splitc_main(int argc, char **argv) {
     long iters = 20000;
     size_t bulk = 65536;
+    const char *only = "";
     for (int a = 1; a + 1 < argc; a += 2) {
         if (!strcmp(argv[a], "--iters")) iters = atol(argv[a + 1]);
         else if (!strcmp(argv[a], "--bulk")) bulk = (size_t)atol(argv[a + 1]);
+        else if (!strcmp(argv[a], "--only")) only = argv[a + 1];
     }
+    const int all = !*only;
     if (PROCS != 2 || iters < 100) {
         if (MYPROC == 0) fprintf(stderr, "usage: softvia-run -n 2 sc_via_perf [--iters N >= 100] [--bulk BYTES]\n");
         return 2;
@@ -47,7 +50,7 @@ int splitc_main(int argc, char **argv) {
     double *t = malloc(sizeof(double) * (size_t)iters);
     char *buf = all_malloc(bulk), *local = all_malloc(bulk);
     barrier();
-    if (MYPROC == 0) {
+    if (MYPROC == 0 && (all || !strcmp(only, "read"))) {
         for (long i = 0; i < iters / 10; i++) (void)read_int(g); /* warm-up */
         for (long i = 0; i < iters; i++) {
             double t0 = now_us();
@@ -59,7 +62,7 @@ int splitc_main(int argc, char **argv) {
                t[iters * 99 / 100]);
     }
     barrier();
-    if (MYPROC == 0) {
+    if (MYPROC == 0 && (all || !strcmp(only, "put"))) {
         double t0 = now_us();
         for (long i = 0; i < iters; i++) put_int(toglobal(1, &target[i & 1023]), (int)i);
         sync();
@@ -67,11 +70,12 @@ int splitc_main(int argc, char **argv) {
     }
     barrier();
     double t0 = now_us();
-    if (MYPROC == 0)
+    if (MYPROC == 0 && (all || !strcmp(only, "store")))
         for (long i = 0; i < iters; i++) store_int(toglobal(1, &target[i & 1023]), (int)i);
     all_store_sync();
-    if (MYPROC == 0) printf("%-10s %8.3f us per operation\n", "store_int", (now_us() - t0) / (double)iters);
+    if (MYPROC == 0 && (all || !strcmp(only, "store"))) printf("%-10s %8.3f us per operation\n", "store_int", (now_us() - t0) / (double)iters);
     barrier();
+    if (!all) return 0;
     if (MYPROC == 0) {
         t0 = now_us();
         for (long i = 0; i < iters; i++) get_int(&sink[i & 1023], toglobal(1, &target[i & 1023]));

@@ -17,7 +17,7 @@ namespace {
 
 constexpr uint64_t kDefaultPeerTimeoutMs = 5000;
 constexpr uint64_t kRtoMinNs = 1000000;   // 1 ms
-constexpr size_t kDefaultRdmaMin = 8192;  // docs/splitc.md: where and why
+constexpr size_t kDefaultRdmaMin = 4096;  // docs/splitc.md, "Zero copy": where and why
 constexpr int kRdmaOps = 32;              // RDMA descriptors per peer (via-rel)
 constexpr int kConnectMs = 60000;
 constexpr int kBootMs = 60000;

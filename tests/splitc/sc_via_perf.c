@@ -75,30 +75,39 @@ int splitc_main(int argc, char **argv) {
     all_store_sync();
     if (MYPROC == 0 && (all || !strcmp(only, "store"))) printf("%-10s %8.3f us per operation\n", "store_int", (now_us() - t0) / (double)iters);
     barrier();
-    if (!all) return 0;
-    if (MYPROC == 0) {
+    if (MYPROC == 0 && all) {
         t0 = now_us();
         for (long i = 0; i < iters; i++) get_int(&sink[i & 1023], toglobal(1, &target[i & 1023]));
         sync();
         printf("%-10s %8.3f us per operation\n", "get_int", (now_us() - t0) / (double)iters);
     }
     barrier();
-    const long reps = 200;
-    if (MYPROC == 0) {
+    /* bulk: --bulk BYTES, or with --only bulk every size from 1 KiB to 64 KiB */
+    size_t lo = bulk, hi = bulk;
+    if (!strcmp(only, "bulk")) lo = 1024, hi = 65536;
+    if (!all && strcmp(only, "bulk")) return 0;
+    for (size_t n = lo; n <= hi && n <= bulk; n *= 2) {
+        const long reps = (long)(4000000 / n) + 20;
+        barrier();
+        if (MYPROC == 0) {
+            t0 = now_us();
+            for (long i = 0; i < reps; i++) bulk_put(toglobal(1, buf), local, n);
+            sync();
+            printf("%-10s %8.1f MB/s (%zu bytes)\n", "bulk_put", (double)n * reps / (now_us() - t0), n);
+            t0 = now_us();
+            for (long i = 0; i < reps; i++) bulk_get(local, toglobal(1, buf), n);
+            sync();
+            printf("%-10s %8.1f MB/s (%zu bytes)\n", "bulk_get", (double)n * reps / (now_us() - t0), n);
+            t0 = now_us();
+            for (long i = 0; i < reps; i++) bulk_read(local, toglobal(1, buf), n);
+            printf("%-10s %8.3f us (%zu bytes)\n", "bulk_read", (now_us() - t0) / (double)reps, n);
+        }
+        barrier();
         t0 = now_us();
-        for (long i = 0; i < reps; i++) bulk_put(toglobal(1, buf), local, bulk);
-        sync();
-        printf("%-10s %8.1f MB/s (%zu bytes)\n", "bulk_put", (double)bulk * reps / (now_us() - t0), bulk);
-        t0 = now_us();
-        for (long i = 0; i < reps; i++) bulk_get(local, toglobal(1, buf), bulk);
-        sync();
-        printf("%-10s %8.1f MB/s\n", "bulk_get", (double)bulk * reps / (now_us() - t0));
+        if (MYPROC == 0)
+            for (long i = 0; i < reps; i++) bulk_store(toglobal(1, buf), local, n);
+        all_store_sync();
+        if (MYPROC == 0) printf("%-10s %8.1f MB/s (%zu bytes)\n", "bulk_store", (double)n * reps / (now_us() - t0), n);
     }
-    barrier();
-    t0 = now_us();
-    if (MYPROC == 0)
-        for (long i = 0; i < reps; i++) bulk_store(toglobal(1, buf), local, bulk);
-    all_store_sync();
-    if (MYPROC == 0) printf("%-10s %8.1f MB/s\n", "bulk_store", (double)bulk * reps / (now_us() - t0));
     return 0;
 }

@@ -327,6 +327,20 @@ void teardown_wait() {
         }
     }
     if (getenv("SPLITC_VIA_STATS")) print_stats();
+    // Nothing is outstanding anywhere: the NIC goes (its VIs, queue and registrations
+    // with it), then our memory.
+    g_global_range_hook = nullptr;
+    VipCloseNic(V.nic);
+    V.nic = nullptr;
+    for (Peer*& p : V.peers) {
+        if (!p) continue;
+        free(p->region);
+        for (Chan& c : p->ch) delete[] c.pend;
+        delete p;
+        p = nullptr;
+    }
+    free(V.pad);
+    V.pad = nullptr;
 }
 
 // SPLITC_VIA_STATS: what the back end did, and the NIC's drops (messages that found no

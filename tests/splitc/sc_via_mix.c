@@ -286,6 +286,9 @@ int splitc_main(int argc, char **argv) {
         CHECK(!memcmp(mdst, M[t].bulk, BULK), "bulk area at process %zu differs", t);
     }
     barrier();
+    free(msrc);
+    free(mdst);
+    free(M);
     const double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("sc_via_mix: process %d: ok: %ld operations on %s (%ld puts/writes, %ld gets/reads, %ld stores, %ld atomics, "
            "%ld bulk) in %.2f s\n",

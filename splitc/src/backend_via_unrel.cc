@@ -22,9 +22,9 @@
 //   PING (backend_via.cc, liveness), which the timer then covers.
 //
 // A request that would need a reply while the reply window is full (k replies
-// unacknowledged, only after losses) is not processed: it is dropped unacknowledged and
-// comes again. Acknowledgements from any message are used, in order or not: they are
-// cumulative.
+// unacknowledged, only after losses) is not processed yet: it waits, held, until
+// acknowledgements of our replies make room. Acknowledgements from any message are used,
+// in order or not: they are cumulative.
 #include <algorithm>
 #include <cstdio>
 
@@ -107,7 +107,7 @@ void on_ack(Chan* c, const UHdr& u) {
 }
 
 // Delivers an in-order message; false if a request found no room for a reply (then it is
-// neither processed nor acknowledged: it comes again).
+// neither processed nor acknowledged yet).
 bool deliver_in_order(Chan* c, int slot, uint32_t len, bool request) {
     Flow& f = request ? c->req : c->rep;
     if (request && outstanding(c->rep) >= c->k) {
@@ -162,6 +162,29 @@ void unrel_post(Chan* c, Slot* s, uint32_t len, bool request) {
     start_timer(c);
 }
 
+namespace {
+// Delivers the held messages of f from its next number on, as far as they go in order;
+// asks again (NACK) at a gap behind which messages wait. A request that finds no room
+// for its reply stays held until acknowledgements make room (unrel_receive).
+void drain_held(Chan* c, Flow& f, bool request) {
+    while (f.nheld) {
+        int& h_slot = f.held[size_t(f.expect & (c->k - 1))];
+        if (h_slot < 0) {
+            if (f.nacked != f.expect) {  // a gap
+                f.nacked = f.expect;
+                send_ack(c, request ? kNackReq : kNackRep);
+            }
+            return;
+        }
+        const int s2 = h_slot;
+        if (!deliver_in_order(c, s2, recv_desc(c, s2)->CS.Length, request)) return;
+        h_slot = -1;
+        f.nheld--;
+    }
+    f.nacked = -1;  // no gap: a later one (numbers wrap) is asked for again
+}
+}  // namespace
+
 void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot) {
     const uint32_t len = d->CS.Length;
     const char* buf = recv_buf(c, slot);
@@ -169,7 +192,10 @@ void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot) {
         fatal("via-unrel back end: malformed message from process %d (%u bytes)", c->peer->proc, len);
     const uint8_t kind = static_cast<uint8_t>(buf[0]);
     const UHdr u = uhdr_of(d->CS.ImmediateData);
+    const uint8_t rep_acked = c->rep.acked;
     on_ack(c, u);
+    // Our replies acknowledged: requests held for want of a reply slot may go on.
+    if (c->rep.acked != rep_acked && c->req.nheld) drain_held(c, c->req, true);
     if (kind == K_ACK) {
         // A NACK: the receiver holds later messages; send the missing one now.
         if ((u.flags & kNackReq) && u.ack_req == c->req.acked && outstanding(c->req)) resend(c, c->req, u.ack_req);
@@ -190,44 +216,24 @@ void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot) {
         list_ack(c);
         return drop(c, slot);
     }
+    int& h_slot = f.held[size_t(u.seq & (c->k - 1))];
+    if (ahead >= c->k || h_slot >= 0) return drop(c, slot);  // too far, or a copy of one held
     if (ahead > 0) {  // a gap before it: keep it until the gap is filled, and ask
-        int& h_slot = f.held[size_t(u.seq & (c->k - 1))];
-        if (ahead >= c->k || h_slot >= 0) {
-            drop(c, slot);
-        } else {
-            h_slot = slot;
-            f.nheld++;
-            V.ctr.held++;
-        }
+        h_slot = slot;
+        f.nheld++;
+        V.ctr.held++;
         if (f.nacked != f.expect) {
             f.nacked = f.expect;
             send_ack(c, request ? kNackReq : kNackRep);
         }
         return;
     }
-    int& same = f.held[size_t(u.seq & (c->k - 1))];
-    if (same >= 0) {  // a copy of this one was held (it could not be processed then)
-        drop(c, same);
-        same = -1;
-        f.nheld--;
+    if (!deliver_in_order(c, slot, len, request)) {  // no reply slot: hold it
+        h_slot = slot;
+        f.nheld++;
+        return;
     }
-    if (!deliver_in_order(c, slot, len, request)) return drop(c, slot);
-    if (!f.nheld) f.nacked = -1;  // no gap: a later one (numbers wrap) is asked for again
-    // What was held behind it, as far as it goes on in order.
-    while (f.nheld) {
-        int& h_slot = f.held[size_t(f.expect & (c->k - 1))];
-        if (h_slot < 0) {
-            if (f.nacked != f.expect) {  // another gap
-                f.nacked = f.expect;
-                send_ack(c, request ? kNackReq : kNackRep);
-            }
-            break;
-        }
-        const int s2 = h_slot;
-        if (!deliver_in_order(c, s2, recv_desc(c, s2)->CS.Length, request)) break;
-        h_slot = -1;
-        f.nheld--;
-    }
+    drain_held(c, f, request);
 }
 
 // End of a poll: duplicates and PINGs are acknowledged, and n reply-free requests.

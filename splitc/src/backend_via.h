@@ -194,6 +194,7 @@ struct Chan {
     uint64_t stall_ns = 0;
     uint64_t rto_ns = 0;
     uint8_t mark_req = 0, mark_rep = 0;
+    uint64_t rep_kick_ns = 0;  // the last time a peer's copy made us resend a reply
 };
 
 // What an RDMA descriptor does when it completes (via-rel, backend_via_rdma.cc).

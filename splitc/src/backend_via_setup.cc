@@ -16,7 +16,7 @@ namespace via {
 namespace {
 
 constexpr uint64_t kDefaultPeerTimeoutMs = 5000;
-constexpr uint64_t kRtoMinNs = 1000000;   // 1 ms
+constexpr uint64_t kRtoMinNs = 250000;    // 250 us
 constexpr size_t kDefaultRdmaMin = 4096;  // docs/splitc.md, "Zero copy": where and why
 constexpr int kRdmaOps = 32;              // RDMA descriptors per peer (via-rel)
 constexpr int kConnectMs = 60000;

@@ -100,6 +100,19 @@ void resend(Chan* c, Flow& f, uint8_t seq) {
     post_slot(c, s, s->len, stamp(c, seq));
 }
 
+// A message is missing before held ones (not: the next request waits for a reply slot).
+inline bool gap(Chan* c, const Flow& f) { return f.nheld && f.held[size_t(f.expect & (c->k - 1))] < 0; }
+
+// Our oldest unacknowledged reply, at once (the requester's copies and NACKs tell us it
+// is missing; the timer would take up to kRtoMax). At most once per rto_min.
+void resend_oldest_reply(Chan* c) {
+    if (!outstanding(c->rep)) return;
+    const uint64_t now = now_ns();
+    if (now - c->rep_kick_ns < V.rto_min_ns) return;
+    c->rep_kick_ns = now;
+    resend(c, c->rep, c->rep.acked);
+}
+
 void on_ack(Chan* c, const UHdr& u) {
     // Cumulative and monotonic: only a number inside the window moves it.
     if (uint8_t(u.ack_req - c->req.acked) <= outstanding(c->req)) c->req.acked = u.ack_req;
@@ -170,7 +183,7 @@ void drain_held(Chan* c, Flow& f, bool request) {
     while (f.nheld) {
         int& h_slot = f.held[size_t(f.expect & (c->k - 1))];
         if (h_slot < 0) {
-            if (f.nacked != f.expect) {  // a gap
+            if (f.nacked != f.expect) {  // a gap (not a request waiting for room)
                 f.nacked = f.expect;
                 send_ack(c, request ? kNackReq : kNackRep);
             }
@@ -214,10 +227,17 @@ void unrel_receive(Chan* c, VIP_DESCRIPTOR* d, int slot) {
         V.ctr.duplicates++;
         c->ack_now = true;
         list_ack(c);
+        // The requester sends a request again: perhaps it misses one of our replies.
+        if (request) resend_oldest_reply(c);
         return drop(c, slot);
     }
     int& h_slot = f.held[size_t(u.seq & (c->k - 1))];
-    if (ahead >= c->k || h_slot >= 0) return drop(c, slot);  // too far, or a copy of one held
+    if (ahead >= c->k || h_slot >= 0) {  // too far, or a copy of one held
+        // A copy of a request held for want of a reply slot: the requester has not
+        // acknowledged our replies, so it misses one; send the oldest again.
+        if (request && ahead == 0) resend_oldest_reply(c);
+        return drop(c, slot);
+    }
     if (ahead > 0) {  // a gap before it: keep it until the gap is filled, and ask
         h_slot = slot;
         f.nheld++;
@@ -263,7 +283,7 @@ void unrel_idle_acks() {
     for (Chan* c : now) {
         c->in_dirty_list = false;
         if (c->ack_dirty || c->quiet_ack) {
-            send_ack(c, uint8_t((c->req.nheld ? kNackReq : 0) | (c->rep.nheld ? kNackRep : 0)));
+            send_ack(c, uint8_t((gap(c, c->req) ? kNackReq : 0) | (gap(c, c->rep) ? kNackRep : 0)));
             c->quiet_ack = false;
         }
     }

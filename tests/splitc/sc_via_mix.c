@@ -19,7 +19,10 @@
  *     all_store_sync every owner checks every cell of every writer, and that no cell
  *     beyond the last was written;
  *   - bulk_put / bulk_get / bulk_read of random sizes (up to 16 KiB, over the RDMA
- *     threshold) from and into global memory (RDMA on via-rel) and malloc'd memory.
+ *     threshold) from and into global memory (RDMA on via-rel) and malloc'd memory;
+ *   - first, streams (--stream K, default 20000): K put_int back to back to the next
+ *     process while it only serves, then K get_int of what they wrote, checked: full
+ *     windows of requests and of replies (a stall under loss shows as the peer timeout).
  * A lost operation leaves an old value, a repeated one a wrong value or a wrong sum.
  * Exits 0 with one line per process, or 1 naming the first wrong value. */
 #include <splitc.h>
@@ -32,6 +35,7 @@
 #define BULK 16384
 #define GMAX 256      /* gets outstanding before a sync */
 #define STCAP (1 << 20) /* store cells per writer at each process */
+#define SCELLS 4096     /* stream cells per writer */
 
 static uint64_t rng_state;
 static uint64_t rnd(void) { /* splitmix64 */
@@ -55,7 +59,7 @@ static uint64_t rnd(void) { /* splitmix64 */
 /* The area every process has at the same address (all_malloc), P writers: */
 static size_t P_;
 static char *area;
-static size_t off_cell, off_ctr, off_chain, off_swap, off_shared, off_shexp, off_nst, off_bulk, off_st, area_len;
+static size_t off_cell, off_ctr, off_chain, off_swap, off_shared, off_shexp, off_nst, off_bulk, off_st, off_stream, area_len;
 
 static long *cell(int w) { return (long *)(area + off_cell) + (size_t)w * CELLS; }
 static long *ctr(int w) { return (long *)(area + off_ctr) + w; }
@@ -66,6 +70,8 @@ static long *shared_expect(int w) { return (long *)(area + off_shexp) + w; }
 static long *nstores(int w) { return (long *)(area + off_nst) + w; }
 static char *bulk(int w) { return area + off_bulk + (size_t)w * BULK; }
 static int *stcell(int w) { return (int *)(area + off_st) + (size_t)w * STCAP; }
+static int *scell(int w) { return (int *)(area + off_stream) + (size_t)w * SCELLS; }
+static int stream_value(int w, long i) { return (int)(0x5e000000 ^ (w << 19) ^ (int)(i * 40503u)); }
 
 int64_t chain_fn(void *addr, int64_t arg) {
     long *p = addr;
@@ -112,14 +118,15 @@ static int do_sync(void) {
 }
 
 int splitc_main(int argc, char **argv) {
-    long ops = 20000;
+    long ops = 20000, stream = 20000;
     uint64_t seed = 1;
     for (int a = 1; a + 1 < argc; a += 2) {
         if (!strcmp(argv[a], "--ops")) ops = atol(argv[a + 1]);
         else if (!strcmp(argv[a], "--seed")) seed = strtoull(argv[a + 1], NULL, 10);
+        else if (!strcmp(argv[a], "--stream")) stream = atol(argv[a + 1]);
     }
-    if (ops < 1) {
-        fprintf(stderr, "usage: sc_via_mix [--ops K] [--seed S]\n");
+    if (ops < 1 || stream < 0) {
+        fprintf(stderr, "usage: sc_via_mix [--ops K] [--seed S] [--stream K]\n");
         return 2;
     }
     P_ = (size_t)PROCS;
@@ -132,7 +139,8 @@ int splitc_main(int argc, char **argv) {
     off_nst = off_shexp + P_ * sizeof(long);
     off_bulk = (off_nst + P_ * sizeof(long) + 63) & ~(size_t)63;
     off_st = off_bulk + P_ * BULK;
-    area_len = off_st + P_ * STCAP * sizeof(int);
+    off_stream = off_st + P_ * STCAP * sizeof(int);
+    area_len = off_stream + P_ * SCELLS * sizeof(int);
     area = all_malloc(area_len);
     CHECK(area, "all_malloc(%zu) failed", area_len);
     M = calloc(P_, sizeof *M);
@@ -144,6 +152,34 @@ int splitc_main(int argc, char **argv) {
     barrier();
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+
+    /* Streams to the next process, one way (even processes, then odd ones, while the
+     * others serve in barrier): puts (a cell is put again only after a sync), then gets
+     * of the last values. */
+    const int next = (MYPROC + 1) % PROCS;
+    static int sback[SCELLS];
+    for (int turn = 0; turn < 2; turn++) {
+        barrier();
+        if (MYPROC % 2 != turn || PROCS == 1) continue;
+        for (long i = 0; i < stream; i++) {
+            if (i % SCELLS == 0) sync();
+            put_int(toglobal(next, &scell(MYPROC)[i % SCELLS]), stream_value(MYPROC, i));
+        }
+        sync();
+        for (long i = 0; i < stream; i++) {
+            get_int(&sback[i % SCELLS], toglobal(next, &scell(MYPROC)[i % SCELLS]));
+            if (i % SCELLS == SCELLS - 1 || i == stream - 1) {
+                sync();
+                for (long j = i - i % SCELLS; j <= i; j++) {
+                    const long last = j + (stream - 1 - j) / SCELLS * SCELLS; /* the last put to cell j % SCELLS */
+                    CHECK(sback[j % SCELLS] == stream_value(MYPROC, last),
+                          "stream: get_int of cell %ld at process %d: %#x, want %#x", j % SCELLS, next, sback[j % SCELLS],
+                          stream_value(MYPROC, last));
+                }
+            }
+        }
+    }
+    barrier();
 
     long n_put = 0, n_get = 0, n_store = 0, n_atomic = 0, n_bulk = 0;
     for (long op = 0; op < ops; op++) {

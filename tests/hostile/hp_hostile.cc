@@ -159,7 +159,7 @@ static void maintain(Hostile& H) {
         Conn& c = H.conns[i];
         if ((c.st == Conn::kRequested || c.st == Conn::kPeering) && now - c.since_ms > 300) c.st = Conn::kFree;
         if (c.st == Conn::kConnected && (c.ops > 300 || now - c.since_ms > 700)) hang_up(H, c);
-        if (c.st != Conn::kFree) continue;
+        if (c.st != Conn::kFree || i == kClientConn) continue;
         c.me = H.next_me++;
         if ((H.next_me & 0xFFFF) == 0) H.next_me = 0x00017000;
         c.since_ms = now;
@@ -199,7 +199,7 @@ static void on_read_resp(Hostile& H, const uint8_t* f, uint32_t len, const nicfw
     if (h.frag_len > len - kHdr) return;  // not a frame the owner's NIC builds
     const Read* r = nullptr;
     for (auto it = H.reads.rbegin(); it != H.reads.rend() && !r; ++it)
-        if (it->conn_me == h.dst_vi && it->seq == h.seq) r = &*it;
+        if (it->conn_me == h.dst_vi && h.seq - it->seq < it->count) r = &*it;
     if (!r) {
         if (h.frag_len) leak(H, "an answer to no read we asked for", h, nullptr);
         return;
@@ -218,6 +218,54 @@ static void on_read_resp(Hostile& H, const uint8_t* f, uint32_t len, const nicfw
     else H.resp_ok++;
 }
 
+// The owner's VipConnectRequest to us: accept it properly, accept it with a VI of
+// another reliability level or a zero transfer size, with the wrong request id, refuse
+// it, or stay silent.
+static void on_client_request(Hostile& H, const nicfw_frame_hdr& h, const nicfw_conn_payload& pl) {
+    static const char want[] = HP_DISC_CLIENT;
+    if (h.msg_len < kFixed || pl.dst_disc_len != sizeof want - 1 ||
+        pl.src_disc_len + pl.dst_disc_len > 2 * NICFW_MAX_DISCRIMINATOR ||
+        memcmp(pl.disc + pl.src_disc_len, want, sizeof want - 1))
+        return;
+    Conn& c = H.conns[kClientConn];
+    if (c.st == Conn::kConnected) hang_up(H, c);
+    c.me = H.next_me++;
+    nicfw_conn_payload ans{};
+    ans.reliability = pl.reliability;
+    ans.rdma_write = ans.rdma_read = 1;
+    ans.max_transfer = NICFW_MAX_TRANSFER;
+    uint8_t type = NICFW_F_CONN_ACCEPT;
+    uint32_t seq = h.seq;
+    const unsigned pick = H.below(100);
+    if (pick < 40) {
+        H.client_answers[0]++;
+    } else if (pick < 65) {
+        H.client_answers[1]++;
+        if (pick < 50 && H.enabled[kOddAccept])  // a VI of another level
+            ans.reliability = static_cast<uint16_t>(pl.reliability == VIP_SERVICE_UNRELIABLE
+                                                        ? VIP_SERVICE_RELIABLE_DELIVERY
+                                                        : VIP_SERVICE_UNRELIABLE);
+        else if (pick < 58) ans.max_transfer = H.below(2) ? 0 : 1 + H.below(64);
+        else seq = h.seq + 1 + H.below(3);  // not the request the owner made
+    } else if (pick < 85) {
+        H.client_answers[2]++;
+        type = pick < 75 ? NICFW_F_CONN_REJECT : NICFW_F_CONN_NOMATCH;
+    } else {
+        H.client_answers[3]++;
+        return;
+    }
+    const uint32_t plen = type == NICFW_F_CONN_ACCEPT ? kFixed : 0;
+    uint8_t* f = reserve(H, kHdr + plen);
+    if (!f) return;
+    nicfw_frame_hdr a = header(type, h.src_vi, c.me);
+    a.msg_len = plen;
+    a.seq = seq;
+    memcpy(f, &a, kHdr);
+    memcpy(f + kHdr, &ans, plen);
+    commit(H, f, kHdr + plen);
+    if (type == NICFW_F_CONN_ACCEPT && seq == h.seq) connected(H, c, h.src_vi, ans.reliability);
+}
+
 static void on_frame(Hostile& H, const uint8_t* f, uint32_t len) {
     if (len < kHdr) return;
     nicfw_frame_hdr h;
@@ -234,6 +282,9 @@ static void on_frame(Hostile& H, const uint8_t* f, uint32_t len) {
             else c->st = Conn::kFree;
             return;
         }
+        case NICFW_F_CONN_REQ:
+            on_client_request(H, h, pl);
+            return;
         case NICFW_F_PEER_REQ: {
             // The owner's peer request "hp.peer.o<k>" looking for "hp.peer.h<k>".
             H.peer_reqs_seen++;
@@ -306,6 +357,49 @@ void drain(Hostile& H) {
 
 using namespace hp;
 
+// A NIC that comes after the attack: a fresh transport of the same kind asks the owner
+// for a connection nobody listens for, and must get its NO_MATCH (the owner still takes
+// new peers). Resent every 50 ms for 2 s.
+static bool late_joiner(Hostile& H, const DeviceSpec& spec) {
+    std::unique_ptr<Transport> t;
+    std::string why;
+    if (create_transport(spec, &t, &why) < 0) return false;
+    int peer = t->resolve(H.owner_addr, H.alen);
+    if (peer < 0) return false;
+    nicfw_conn_payload pl{};
+    pl.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+    put_disc(pl, "", HP_DISC_NOBODY);
+    nicfw_frame_hdr h = header(NICFW_F_CONN_REQ, 0xFFFFFFFFu, 0x00010001u);
+    h.msg_len = kFixed + pl.dst_disc_len;
+    h.seq = 77;
+    std::vector<TransportEvent> ev;
+    for (uint64_t end = now_ms() + 2000, next = 0; now_ms() < end;) {
+        if (now_ms() >= next) {
+            if (uint8_t* f = t->tx_reserve(peer, kHdr + h.msg_len)) {
+                memcpy(f, &h, kHdr);
+                memcpy(f + kHdr, &pl, h.msg_len);
+                t->tx_commit(peer, kHdr + h.msg_len);
+            }
+            t->tx_flush();
+            next = now_ms() + 50;
+        }
+        RxFrame fr[32];
+        int n = t->rx_burst(fr, 32);
+        bool answered = false;
+        for (int i = 0; i < n; i++) {
+            nicfw_frame_hdr a;
+            if (fr[i].len < kHdr) continue;
+            memcpy(&a, fr[i].data, kHdr);
+            answered |= a.type == NICFW_F_CONN_NOMATCH && a.seq == 77;
+        }
+        if (n > 0) t->rx_release();
+        if (answered) return true;
+        t->poll_slow(ev);
+        sched_yield();
+    }
+    return false;
+}
+
 static int fail(const char* what) {
     fprintf(stderr, "hp_hostile: %s\n", what);
     return 1;
@@ -351,7 +445,7 @@ int main(int argc, char** argv) {
         return 77;
     }
     if (rc < 0) return fail(why.c_str());
-    H.udp = spec.kind == "udp";
+    H.udp = !strcmp(H.tr->name(), "udp");  // the bare wire (raw datagrams know its preamble)
     H.max_frame = H.tr->max_frame();
     const uint8_t* mine = H.tr->local_addr(&H.alen);
     if (H.alen > 64) return fail("address over 64 bytes");
@@ -365,14 +459,16 @@ int main(int argc, char** argv) {
         return fail("no layout from the owner or the good peer");
     H.peer = H.tr->resolve(H.owner_addr, H.alen);
     if (H.peer < 0) return fail("cannot reach the owner's NIC");
-    if (H.udp && H.enabled[kRawUdp] && raw_udp_open(H) != 0) return fail("raw udp socket");
+    if (H.udp && (H.enabled[kRawUdp] || H.enabled[kPeerFlood]) && raw_udp_open(H) != 0) return fail("raw udp socket");
     if (sv_boot_barrier(HP_BOOT_MS) != 0) return fail("start barrier");
 
     uint64_t start = now_ms(), end = start + seconds * 1000ull, last_slow = 0;
     std::vector<TransportEvent> events;
     std::vector<Attack> menu;
     for (int a = 0; a < kNumAttacks; a++)
-        if (H.enabled[a] && !(a == kRawUdp && !H.udp) && !(a == kScribble && H.udp)) menu.push_back(static_cast<Attack>(a));
+        if (H.enabled[a] && !((a == kRawUdp || a == kPeerFlood) && !H.udp) && !(a == kScribble && H.udp) &&
+            a != kOddAccept)
+            menu.push_back(static_cast<Attack>(a));
     if (menu.empty()) return fail("no attack enabled for this wire");
     uint64_t turns = 0;
     for (uint64_t now = start; now < end; now = now_ms()) {
@@ -392,21 +488,30 @@ int main(int argc, char** argv) {
         if (c.st == Conn::kConnected && H.chance(50)) hang_up(H, c);
     H.tr->tx_flush();
     for (int i = 0; i < 100; i++) drain(H);
+    const bool joined = late_joiner(H, spec);
+    if (!joined)
+        fprintf(stderr, "hp_hostile: FAIL: a NIC that came after the attack got no answer from the owner%s\n",
+                H.fake_nics ? " (after the made-up NICs of peerflood)" : "");
 
-    printf("hp_hostile: %llu frames in %u s (%llu waits for a full link), %llu connections, %llu read answers "
-           "checked, %llu peer requests seen\n", static_cast<unsigned long long>(H.frames), seconds,
-           static_cast<unsigned long long>(H.full), static_cast<unsigned long long>(H.connects),
-           static_cast<unsigned long long>(H.resp_ok), static_cast<unsigned long long>(H.peer_reqs_seen));
+    printf("hp_hostile: %llu frames in %u s (%llu in floods, %llu given up on a full link), %llu connections, "
+           "%llu read answers checked, %llu peer requests seen\n", static_cast<unsigned long long>(H.frames), seconds,
+           static_cast<unsigned long long>(H.flooded), static_cast<unsigned long long>(H.full),
+           static_cast<unsigned long long>(H.connects), static_cast<unsigned long long>(H.resp_ok),
+           static_cast<unsigned long long>(H.peer_reqs_seen));
+    printf("hp_hostile: the owner's connect requests: %llu accepted, %llu accepted oddly, %llu refused, %llu left "
+           "unanswered; %u made-up NICs\n", static_cast<unsigned long long>(H.client_answers[0]),
+           static_cast<unsigned long long>(H.client_answers[1]), static_cast<unsigned long long>(H.client_answers[2]),
+           static_cast<unsigned long long>(H.client_answers[3]), H.fake_nics);
     for (int a = 0; a < kNumAttacks; a++)
         if (H.count[a]) printf("hp_hostile:   %-12s %llu\n", kAttackNames[a], static_cast<unsigned long long>(H.count[a]));
     hp_hostile_report rep{H.seed, H.frames, 0, H.connects, H.leaks};
     for (auto c : H.count) rep.attacks += c;
     sv_boot_put(HP_KEY_HOSTILE_DONE, &rep, sizeof rep);
-    if (H.leaks) {
-        fprintf(stderr, "hp_hostile: FAIL: %llu leaks (seed %llu)\n", static_cast<unsigned long long>(H.leaks),
-                static_cast<unsigned long long>(H.seed));
+    if (H.leaks || !joined) {
+        fprintf(stderr, "hp_hostile: FAIL: %llu leaks%s (seed %llu)\n", static_cast<unsigned long long>(H.leaks),
+                joined ? "" : ", a late NIC got no answer", static_cast<unsigned long long>(H.seed));
         return 1;
     }
-    printf("hp_hostile: PASS (nothing leaked)\n");
+    printf("hp_hostile: PASS (nothing leaked, a late NIC was answered)\n");
     return 0;
 }

@@ -24,7 +24,8 @@ constexpr uint32_t kHdr = sizeof(nicfw_frame_hdr);
 constexpr uint32_t kExt = sizeof(nicfw_rdma_ext);
 constexpr uint32_t kFixed = offsetof(nicfw_conn_payload, disc);
 constexpr int kListenConns = 4;                     // connections through the owner's listener
-constexpr int kConns = kListenConns + HP_PEER_SLOTS;  // + one per owner peer request
+constexpr int kClientConn = kListenConns + HP_PEER_SLOTS;  // after one per owner peer request:
+constexpr int kConns = kClientConn + 1;                   // the owner's client request we accepted
 
 // A connection the owner made with us (or that we are making).
 struct Conn {
@@ -42,7 +43,7 @@ struct Conn {
 // An RDMA read we asked for: its answer must be region HR's bytes, and only when we
 // asked within HR under its handle.
 struct Read {
-    uint32_t conn_me, seq;
+    uint32_t conn_me, seq, count;  // requests seq .. seq+count-1, all alike
     uint64_t addr;
     uint32_t len;
     bool allowed;
@@ -50,7 +51,7 @@ struct Read {
 
 enum Attack {
     kGarbage, kBadHeader, kFuzzHeader, kForgeGood, kConnFuzz, kRdmaBounds, kFragChaos,
-    kAckNak, kValidHostile, kSpoofAddr, kScribble, kRawUdp, kNumAttacks
+    kAckNak, kValidHostile, kReadFlood, kCtlFlood, kSpoofAddr, kScribble, kRawUdp, kPeerFlood, kOddAccept, kNumAttacks
 };
 extern const char* const kAttackNames[kNumAttacks];
 
@@ -70,10 +71,12 @@ struct Hostile {
     std::vector<Read> reads;
     bool enabled[kNumAttacks] = {};
     uint64_t count[kNumAttacks] = {};
-    uint64_t frames = 0, full = 0, connects = 0, leaks = 0, resp_ok = 0, peer_reqs_seen = 0;
+    uint64_t frames = 0, full = 0, connects = 0, leaks = 0, resp_ok = 0, peer_reqs_seen = 0, flooded = 0;
     uint32_t owner_peer_rel[HP_PEER_SLOTS] = {};  // levels the owner's peer requests ask for
     uint32_t owner_peer_vi[HP_PEER_SLOTS] = {};
     uint32_t owner_peer_req[HP_PEER_SLOTS] = {};
+    uint64_t client_answers[4] = {};  // to the owner's connect requests: accept, odd accept, refuse, none
+    uint32_t fake_nics = 0;           // peer_flood: made-up NICs so far
     // raw udp (hp_rawudp.cc)
     int raw_fd = -1;
     sockaddr_in owner_sa{};
@@ -98,13 +101,30 @@ Conn* some_conn(Hostile& H);                 // a connected one, or nullptr
 void drain(Hostile& H);                      // what the owner sent us
 void send_conn_req(Hostile& H, Conn& c, int spoof);
 
-// hp_attacks.cc
+// hp_attacks.cc: malformed frames, forgeries, connection messages; the dispatcher
 void attack(Hostile& H, Attack a);
-uint32_t vi_guess(Hostile& H);
-uint32_t pool32(Hostile& H);
+uint32_t vi_guess(Hostile& H);   // a VI id at the owner, mostly one that exists
+uint32_t src_guess(Hostile& H);  // a sender VI id: the good peer's, ours, anything
+uint32_t pool32(Hostile& H);     // a 32-bit field value: boundaries, small, random
+void fill_random(Hostile& H, uint8_t* p, uint32_t n);
+const hp_region& region(Hostile& H, int i);  // HW, HR, GW, GR, gdesc, hdesc
+nicfw_rdma_ext ext_guess(Hostile& H, uint32_t len, bool write);
+void put_disc(nicfw_conn_payload& pl, const char* src, const char* dst);
+void fuzz_header(Hostile& H);
+void conn_fuzz(Hostile& H);
+
+// hp_attacks_conn.cc: on a connection of ours
+void rdma_bounds(Hostile& H);
+void frag_chaos(Hostile& H);
+void ack_nak(Hostile& H);
+void valid_hostile(Hostile& H);
+void read_flood(Hostile& H);
+void ctl_flood(Hostile& H);
+void scribble(Hostile& H);
 
 // hp_rawudp.cc
 int raw_udp_open(Hostile& H);
 void raw_udp(Hostile& H);
+void peer_flood(Hostile& H);
 
 }  // namespace hp

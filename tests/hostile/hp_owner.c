@@ -185,8 +185,8 @@ static void final_checks(void) {
     printf("%s: good: U %u msgs, RD %u msgs + %u writes, RR %u msgs + %u writes, %u reads checked; "
            "%u after the attack\n", th_prog, O.g[0].msgs, O.g[1].msgs, O.g[1].writes, O.g[2].msgs,
            O.g[2].writes, O.reads_ok, O.msgs_after);
-    printf("%s: hostile: %u connections accepted, %u by peer request, %u refused, %u torn down, "
-           "%u asynchronous errors; NIC rx %llu frames, %llu dropped\n", th_prog, O.h_accepted, O.h_peer_connected, O.h_refused,
+    printf("%s: hostile: %u connections accepted, %u by peer request, %u as a client, %u refused, %u torn down, "
+           "%u asynchronous errors; NIC rx %llu frames, %llu dropped\n", th_prog, O.h_accepted, O.h_peer_connected, O.h_client_connected, O.h_refused,
            O.h_torn, O.h_errors, (unsigned long long)c.RxFrames, (unsigned long long)c.Drops);
 }
 

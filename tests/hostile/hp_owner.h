@@ -11,7 +11,8 @@
 
 #define HP_SENDQ 16u     /* owner send descriptors per good VI (credits, RDMA reads) */
 #define HP_READ_MAX 8192u
-#define HP_MAXH 6        /* hostile VIs at once: HP_PEER_SLOTS peer requests + accepted ones */
+#define HP_MAXH 7        /* hostile VIs at once: HP_PEER_SLOTS peer requests, a client, accepted ones */
+#define HP_CLIENT_SLOT HP_PEER_SLOTS
 #define HP_H_RECVS 8
 #define HP_H_SENDS 4
 
@@ -35,7 +36,7 @@ typedef struct {
     uint32_t taken, msgs, writes; /* receives completed: all, messages, writes with immediate */
     uint32_t credits_sent, credits_seen;
     uint32_t reads_out;
-    int ended;
+    int ended, broken;
     uint32_t end_msgs, end_writes;
 } hp_gvi;
 
@@ -72,7 +73,7 @@ typedef struct {
     /* hostile targets */
     VIP_EXT_LISTEN_HANDLE listen;
     hp_hvi h[HP_MAXH];
-    uint32_t h_accepted, h_peer_connected, h_refused, h_torn, h_spoofed, h_errors;
+    uint32_t h_accepted, h_peer_connected, h_client_connected, h_refused, h_torn, h_spoofed, h_errors;
     uint32_t good_errors;
     int good_error_code;
     uint8_t *raddr_buf;           /* RemoteAddr of VipExtListenDone: exactly as big as VIA says */

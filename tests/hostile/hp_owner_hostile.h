@@ -9,6 +9,9 @@
  *   counted as a failure of the NIC, which let a peer claim an address not its own.
  *   A request from the hostile peer is accepted on a new VI of the level it asks for.
  * - HP_PEER_SLOTS VIs waiting in VipConnectPeerRequest for the hostile peer's NIC.
+ * - A client: every 30 ms a VipConnectRequest (5 ms) to the hostile peer's NIC, which
+ *   answers as it likes; a request it accepts must have been accepted by a VI of the
+ *   same reliability level (VIA 1.0: the server's VI must match, or the request fails).
  * - Every hostile VI has RDMA write and read on, protection tag H (regions HW and HR),
  *   receives of HP_HOSTILE_RECV bytes with guards, and the owner sends it a small message
  *   every few milliseconds (so ACK/NAK forgeries have something to hit).
@@ -83,7 +86,7 @@ static void hvi_teardown(hp_hvi *h, uint64_t now) {
     }
     h->vi = NULL;
     h->state = HV_FREE;
-    h->t_next = now + 20;
+    h->t_next = now + (h == &O.h[HP_CLIENT_SLOT] ? 30 : 20);
     O.h_torn++;
 }
 
@@ -100,6 +103,34 @@ static void hvi_arm_peer(int k, uint64_t now) {
                                           mp_mkaddr(&r, O.hostile_addr, O.addr_len, rd), 3000);
     h->state = HV_PENDING;
     if (rc != VIP_SUCCESS) hvi_teardown(h, now + 200); /* the hostile NIC is gone: try later */
+}
+
+/* The client slot: a connect request to the hostile peer's NIC, answered as it likes. */
+static void hvi_client(uint64_t now) {
+    static const VIP_RELIABILITY_LEVEL lv[3] = {VIP_SERVICE_UNRELIABLE, VIP_SERVICE_RELIABLE_DELIVERY,
+                                                VIP_SERVICE_RELIABLE_RECEPTION};
+    static int mismatch_reported;
+    hp_hvi *h = &O.h[HP_CLIENT_SLOT];
+    if (now < h->t_next) return;
+    hvi_create(h, lv[h->rounds++ % 3]);
+    h->state = HV_PENDING;
+    th_addr l, r;
+    VIP_VI_ATTRIBUTES ra;
+    memset(&ra, 0, sizeof ra);
+    VIP_RETURN rc = VipConnectRequest(h->vi, mp_mkaddr(&l, O.own_addr, O.addr_len, "hp.client.o"),
+                                      mp_mkaddr(&r, O.hostile_addr, O.addr_len, HP_DISC_CLIENT), 5, &ra);
+    if (rc != VIP_SUCCESS) {
+        hvi_teardown(h, now + 10);
+        return;
+    }
+    h->state = HV_LIVE;
+    O.h_client_connected++;
+    if (ra.ReliabilityLevel != h->rel) {
+        th_failures++;
+        if (!mismatch_reported++)
+            TH_FAILMSG("VipConnectRequest of a %s VI succeeded, and the server's VI is %s: a server can accept "
+                       "with a VI of another reliability level", th_rel_name(h->rel), th_rel_name(ra.ReliabilityLevel));
+    }
 }
 
 /* A request at the listener: check what VipExtListenDone reported, then accept it on a
@@ -126,7 +157,7 @@ static void take_request(uint64_t now) {
                        O.addr_len);
     }
     int slot = -1;
-    for (int k = HP_PEER_SLOTS; k < HP_MAXH && slot < 0; k++)
+    for (int k = HP_CLIENT_SLOT + 1; k < HP_MAXH && slot < 0; k++)
         if (O.h[k].state == HV_FREE && now >= O.h[k].t_next) slot = k;
     VIP_RELIABILITY_LEVEL rel = rattrs.ReliabilityLevel;
     int level_ok = rel == VIP_SERVICE_UNRELIABLE || rel == VIP_SERVICE_RELIABLE_DELIVERY ||
@@ -209,6 +240,7 @@ static void hp_hostile_poll(uint64_t now) {
         hp_hvi *h = &O.h[k];
         if (h->state == HV_FREE) {
             if (k < HP_PEER_SLOTS && now >= h->t_next) hvi_arm_peer(k, now);
+            if (k == HP_CLIENT_SLOT) hvi_client(now);
         } else if (h->state == HV_PENDING) {
             VIP_RETURN r = th_peer_done_poll(h->vi);
             if (r == VIP_SUCCESS) {

@@ -85,7 +85,9 @@ static int good_recvs(int v) {
         while (k < (int)HP_GOOD_RECVS && g->r[k].d != d) k++;
         if (k == (int)HP_GOOD_RECVS) FATAL("good VI %d: a receive completion for descriptor %p, not ours", v, (void *)d);
         if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
-            HP_FAIL("good VI %d: a receive completed with status 0x%x", v, d->CS.Status);
+            if (!g->broken) HP_FAIL("good VI %d: a receive completed with status 0x%x (VI %s)", v, d->CS.Status,
+                                    th_state_name(th_state(g->vi)));
+            g->broken = 1;
         } else if ((d->CS.Status & VIP_STATUS_OP_MASK) == VIP_STATUS_OP_REMOTE_RDMA_WRITE) {
             check_write(v, g, d);
         } else {
@@ -108,8 +110,10 @@ static int good_sends(int v) {
         if (g->s_head == g->s_tail || s->d != d) FATAL("good VI %d: send completions out of post order", v);
         g->s_head++;
         if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
-            HP_FAIL("good VI %d: %s completed with status 0x%x", v, s->kind == HP_OP_READ ? "an RDMA read" : "a credit",
-                    d->CS.Status);
+            if (!g->broken)
+                HP_FAIL("good VI %d: %s completed with status 0x%x", v, s->kind == HP_OP_READ ? "an RDMA read" : "a credit",
+                        d->CS.Status);
+            g->broken = 1;
         } else if (s->kind == HP_OP_READ) {
             long at = hp_diff(s->buf, s->len, O.good.gpr_seed, s->off);
             if (at >= 0) HP_FAIL("RDMA read of the good peer's region [%u, +%u): wrong byte at +%ld", s->off, s->len, at);
@@ -134,7 +138,7 @@ static void maybe_credit(uint64_t now) {
     for (int i = 0; i < 2; i++) {
         hp_gvi *g = &O.g[HP_VI_RD + (O.credit_rotor++ & 1)];
         hp_slot *s = send_slot(g);
-        if (!s || g->credits_sent - g->credits_seen >= 24) continue;
+        if (!s || g->broken || g->credits_sent - g->credits_seen >= 24) continue;
         hp_credit c;
         memset(&c, 0, sizeof c);
         c.magic = HP_CREDIT_MAGIC;
@@ -143,7 +147,12 @@ static void maybe_credit(uint64_t now) {
         memcpy(s->buf, &c, sizeof c);
         th_set1(s->d, O.gdesc.mh, s->buf, sizeof c);
         s->kind = HP_OP_CREDIT;
-        CHECK(VipPostSend(g->vi, s->d, O.gdesc.mh));
+        if (VipPostSend(g->vi, s->d, O.gdesc.mh) != VIP_SUCCESS) {
+            HP_FAIL("good VI %d: VipPostSend refused a credit (VI %s)", HP_VI_RD + (int)((O.credit_rotor - 1) & 1),
+                    th_state_name(th_state(g->vi)));
+            g->broken = 1;
+            return;
+        }
         g->s_tail++;
         g->credits_sent++;
         O.credit_ms = now;
@@ -155,19 +164,24 @@ static void maybe_credit(uint64_t now) {
 static void maybe_read(void) {
     hp_gvi *g = &O.g[HP_VI_RR];
     hp_slot *s = send_slot(g);
-    if (!s || g->reads_out >= 2 || g->s_tail - g->s_head >= HP_SENDQ - 4) return;  /* room for credits */
+    if (!s || g->broken || g->reads_out >= 2 || g->s_tail - g->s_head >= HP_SENDQ - 4) return;  /* room for credits */
     s->len = 1 + hp_rand() % HP_READ_MAX;
     s->off = hp_rand() % (HP_GPR_BYTES - s->len + 1);
     memset(s->buf, 0, s->len);
     th_set_rdma(s->d, VIP_CONTROL_OP_RDMAREAD, (void *)(uintptr_t)(O.good.gpr.addr + s->off), O.good.gpr.memh,
                 O.gdesc.mh, s->buf, s->len, 1);
     s->kind = HP_OP_READ;
-    CHECK(VipPostSend(g->vi, s->d, O.gdesc.mh));
+    if (VipPostSend(g->vi, s->d, O.gdesc.mh) != VIP_SUCCESS) {
+        g->broken = 1;
+        return;
+    }
     g->s_tail++;
     g->reads_out++;
 }
 
 static int stream_complete(void) {
+    for (int v = 0; v < HP_NVI; v++)
+        if (O.g[v].broken) return 1; /* no point waiting: final_checks says what is missing */
     if (!O.hostile_done || !O.g[HP_VI_RD].ended || !O.g[HP_VI_RR].ended) return 0;
     for (int v = HP_VI_RD; v <= HP_VI_RR; v++)
         if (O.g[v].msgs < O.g[v].end_msgs || O.g[v].writes < O.g[v].end_writes) return 0;

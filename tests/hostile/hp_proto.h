@@ -28,6 +28,8 @@
 #define HP_DISC_PEER_H "hp.peer.h"   /* ... waiting for the hostile's "hp.peer.h<k>" */
 #define HP_DISC_DECOY_O "hp.decoy.o" /* owner's peer request to the GOOD peer's NIC ... */
 #define HP_DISC_DECOY_G "hp.decoy.g" /* ... that the good peer never answers */
+#define HP_DISC_CLIENT "hp.client"  /* the owner's connect requests to the hostile's NIC */
+#define HP_DISC_NOBODY "hp.nobody"  /* nobody listens: the answer is NO_MATCH */
 #define HP_PEER_SLOTS 2
 
 enum { HP_VI_U = 0, HP_VI_RD = 1, HP_VI_RR = 2, HP_NVI = 3 };

@@ -77,4 +77,37 @@ void raw_udp(Hostile& H) {
     }
 }
 
+// Made-up NICs, each a new sender nonce from our plain socket (so each one replaces the
+// one before it on that endpoint), each asking for a connection nobody listens for (the
+// owner answers NO_MATCH): kMaxFakeNics of them in all, 64 a turn. The owner must still
+// answer a NIC that comes after them (the late joiner, hp_hostile.cc).
+void peer_flood(Hostile& H) {
+    constexpr uint32_t kMaxFakeNics = 8192;
+    if (H.fake_nics >= kMaxFakeNics) return raw_udp(H);
+    uint8_t d[kPre + kHdr + kFixed + 16];
+    memcpy(d, &kMagic, 4);
+    d[4] = 1;
+    d[5] = d[6] = d[7] = 0;
+    memcpy(d + 8, H.my_addr + 8, 8);
+    memcpy(d + 20, &H.owner_nonce, 4);
+    nicfw_conn_payload pl{};
+    pl.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+    put_disc(pl, "", HP_DISC_NOBODY);
+    nicfw_frame_hdr h = header(NICFW_F_CONN_REQ, 0xFFFFFFFFu, 0x00010001u);
+    h.msg_len = kFixed + pl.dst_disc_len;
+    memcpy(d + kPre + kHdr, &pl, h.msg_len);
+    const uint32_t len = kPre + kHdr + h.msg_len;
+    for (int i = 0; i < 64; i++) {
+        uint32_t nonce = 0xB0000000u + H.fake_nics++;
+        memcpy(d + 16, &nonce, 4);
+        h.seq = nonce;
+        memcpy(d + kPre, &h, kHdr);
+        if (sendto(H.raw_fd, d, len, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&H.owner_sa), sizeof H.owner_sa) >= 0)
+            H.frames++;
+    }
+    uint8_t junk[2048];
+    while (recv(H.raw_fd, junk, sizeof junk, MSG_DONTWAIT) > 0) {
+    }
+}
+
 }  // namespace hp

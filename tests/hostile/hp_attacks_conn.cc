@@ -27,12 +27,7 @@ void rdma_bounds(Hostile& H) {
     nicfw_frame_hdr h = header(write ? NICFW_F_RDMA_WRITE : NICFW_F_READ_REQ, c->owner_vi, c->me);
     h.msg_len = len;
     h.seq = c->seq++;
-    if (!write) {
-        const hp_region& hr = H.owner.hr;
-        bool allowed = x.memh == hr.memh && x.addr >= hr.addr && len <= hr.len && x.addr - hr.addr <= hr.len - len &&
-                       c->rel != VIP_SERVICE_UNRELIABLE;
-        if (H.reads.size() > 4096) H.reads.erase(H.reads.begin(), H.reads.begin() + 1024);
-        H.reads.push_back(Read{c->me, h.seq, 1, x.addr, len, allowed});
+    if (!write) {  // (commit() records it for the answer's check)
         uint8_t* f = reserve(H, kHdr + kExt);
         if (!f) return;
         memcpy(f, &h, kHdr);
@@ -192,7 +187,6 @@ void valid_hostile(Hostile& H) {
                 h.msg_len = H.owner.hr.len;
                 h.seq = c->seq++;
                 nicfw_rdma_ext x{H.owner.hr.addr, H.owner.hr.memh, 0};
-                H.reads.push_back(Read{c->me, h.seq, 1, x.addr, h.msg_len, c->rel != VIP_SERVICE_UNRELIABLE});
                 uint8_t* f = reserve(H, kHdr + kExt);
                 if (!f) return;
                 memcpy(f, &h, kHdr);
@@ -244,13 +238,15 @@ void valid_hostile(Hostile& H) {
     }
 }
 
-// Legal RDMA reads of all of HR, as fast as the link takes them, while not reading what
+// Legal RDMA reads of part of HR, as fast as the link takes them, while not reading what
 // comes back for a while: the owner cannot answer (its link to us is full) and must not
 // grow without bound meanwhile.
-// How long a flood lasts: 5-50 ms, or HP_FLOOD_MS (to see what a longer one does).
-static uint64_t flood_ms(Hostile& H) {
+// How long a flood lasts: 1-10 ms and at most 64-1024 requests (more would crowd out
+// every other attack), or HP_FLOOD_MS without a cap (to see what a long one does).
+static uint64_t flood_ms(Hostile& H, uint32_t* cap) {
     const char* e = getenv("HP_FLOOD_MS");
-    return e && *e ? strtoull(e, nullptr, 10) : 5 + H.below(46);
+    *cap = e && *e ? ~0u : 64u << H.below(5);
+    return e && *e ? strtoull(e, nullptr, 10) : 1 + H.below(10);
 }
 
 void read_flood(Hostile& H) {
@@ -258,12 +254,15 @@ void read_flood(Hostile& H) {
     if (!c || c->rel == VIP_SERVICE_UNRELIABLE) return rdma_bounds(H);
     c->ops += 100;
     const uint32_t first = c->seq;
-    const uint64_t until = now_ms() + flood_ms(H);
-    H.reads.push_back(Read{c->me, first, ~0u, H.owner.hr.addr, H.owner.hr.len, true});
+    uint32_t cap;
+    const uint64_t until = now_ms() + flood_ms(H, &cap);
+    const uint32_t len = 1 + H.below(4096);  // the cost is in the number of requests, not their size
+    const nicfw_rdma_ext x{H.owner.hr.addr + H.below(H.owner.hr.len - len + 1), H.owner.hr.memh, 0};
+    H.reads.push_back(Read{c->me, first, ~0u, x.addr, len, true});
+    H.flooding = true;  // one record for them all (commit() records every other request)
     nicfw_frame_hdr h = header(NICFW_F_READ_REQ, c->owner_vi, c->me);
-    h.msg_len = H.owner.hr.len;
-    const nicfw_rdma_ext x{H.owner.hr.addr, H.owner.hr.memh, 0};
-    for (unsigned i = 0; now_ms() < until; i++) {
+    h.msg_len = len;
+    while (c->seq - first < cap && now_ms() < until) {
         uint8_t* f = H.tr->tx_reserve(H.peer, kHdr + kExt);  // not reserve(): it would read answers
         if (!f) {
             H.tr->tx_flush();
@@ -274,9 +273,14 @@ void read_flood(Hostile& H) {
         memcpy(f, &h, kHdr);
         memcpy(f + kHdr, &x, kExt);
         commit(H, f, kHdr + kExt);
-        if ((i & 255) == 255) H.tr->tx_flush();
+        if (((c->seq - first) & 255) == 0) H.tr->tx_flush();
     }
-    H.reads.back().count = c->seq - first;
+    H.flooding = false;
+    for (auto it = H.reads.rbegin(); it != H.reads.rend(); ++it)
+        if (it->conn_me == c->me && it->seq == first) {
+            it->count = c->seq - first;
+            break;
+        }
     H.flooded += c->seq - first;
 }
 
@@ -284,7 +288,8 @@ void read_flood(Hostile& H) {
 // takes them, while not reading the answers: they wait in the owner's control backlog,
 // and the owner's other peers must not wait with them.
 void ctl_flood(Hostile& H) {
-    const uint64_t until = now_ms() + flood_ms(H);
+    uint32_t cap;
+    const uint64_t until = now_ms() + flood_ms(H, &cap);
     nicfw_conn_payload pl{};
     pl.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
     put_disc(pl, "", "hp.nobody");
@@ -292,7 +297,7 @@ void ctl_flood(Hostile& H) {
     nicfw_frame_hdr h = header(NICFW_F_CONN_REQ, 0xFFFFFFFFu, H.next_me++);
     h.msg_len = len;
     unsigned sent = 0;
-    while (now_ms() < until) {
+    while (sent < cap && now_ms() < until) {
         uint8_t* f = H.tr->tx_reserve(H.peer, kHdr + len);  // not reserve(): it would read answers
         if (!f) {
             H.tr->tx_flush();

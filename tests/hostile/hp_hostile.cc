@@ -47,8 +47,21 @@ uint8_t* reserve(Hostile& H, uint32_t len) {
     return nullptr;
 }
 
+// A read request we send, whatever made it: what may answer it (on_read_resp).
+static void record_read(Hostile& H, const uint8_t* f) {
+    nicfw_frame_hdr h;
+    nicfw_rdma_ext x;
+    memcpy(&h, f, kHdr);
+    memcpy(&x, f + kHdr, kExt);
+    const hp_region& hr = H.owner.hr;
+    bool allowed = x.memh == hr.memh && x.addr >= hr.addr && h.msg_len <= hr.len && x.addr - hr.addr <= hr.len - h.msg_len;
+    if (H.reads.size() >= kMaxReads) H.reads.erase(H.reads.begin(), H.reads.begin() + kMaxReads / 4);
+    H.reads.push_back(Read{h.src_vi, h.seq, 1, x.addr, h.msg_len, allowed});
+}
+
 void commit(Hostile& H, uint8_t* f, uint32_t len) {
     if (len == 0 && H.udp) len = 1;
+    if (len >= kHdr + kExt && f[0] == NICFW_F_READ_REQ && !H.flooding) record_read(H, f);
     H.tr->tx_commit(H.peer, len);
     H.frames++;
     if (H.scribble_n < 8) {  // the scribble attack changes it after the commit (hp_attacks.cc)
@@ -195,27 +208,25 @@ static void leak(Hostile& H, const char* what, const nicfw_frame_hdr& h, const R
                 r ? static_cast<unsigned long long>(r->addr) : 0ull, r ? r->len : 0);
 }
 
+// An RDMA read answer: some request of ours with its sequence number, from that VI, must
+// have asked within HR under HR's handle for exactly these bytes (several requests may
+// share a sequence number: fuzzed ones the owner dropped, then the real one).
 static void on_read_resp(Hostile& H, const uint8_t* f, uint32_t len, const nicfw_frame_hdr& h) {
-    if (h.frag_len > len - kHdr) return;  // not a frame the owner's NIC builds
-    const Read* r = nullptr;
-    for (auto it = H.reads.rbegin(); it != H.reads.rend() && !r; ++it)
-        if (it->conn_me == h.dst_vi && h.seq - it->seq < it->count) r = &*it;
-    if (!r) {
-        if (h.frag_len) leak(H, "an answer to no read we asked for", h, nullptr);
-        return;
+    if (h.frag_len > len - kHdr || h.frag_len == 0) return;  // no bytes: nothing to leak
+    const Read* seen = nullptr;
+    for (auto it = H.reads.rbegin(); it != H.reads.rend(); ++it) {
+        if (it->conn_me != h.dst_vi || h.seq - it->seq >= it->count) continue;
+        seen = &*it;
+        if (!it->allowed || h.offset > it->len || h.frag_len > it->len - h.offset) continue;
+        if (hp_diff(f + kHdr, h.frag_len, H.owner.hr_seed, it->addr - H.owner.hr.addr + h.offset) < 0) {
+            H.resp_ok++;
+            return;
+        }
     }
-    if (!r->allowed) {
-        if (h.frag_len) leak(H, "bytes of a read the owner had to refuse", h, r);
-        return;
-    }
-    if (h.offset > r->len || h.frag_len > r->len - h.offset) {
-        leak(H, "more bytes than the read asked for", h, r);
-        return;
-    }
-    uint64_t at = r->addr - H.owner.hr.addr + h.offset;
-    long bad = hp_diff(f + kHdr, h.frag_len, H.owner.hr_seed, at);
-    if (bad >= 0) leak(H, "bytes that are not region HR's", h, r);
-    else H.resp_ok++;
+    leak(H, !seen ? "an answer to no read we asked for"
+                  : seen->allowed ? "bytes that are not region HR's, or more than were asked for"
+                                  : "bytes of a read the owner had to refuse",
+         h, seen);
 }
 
 // The owner's VipConnectRequest to us: accept it properly, accept it with a VI of

@@ -23,6 +23,7 @@ namespace hp {
 constexpr uint32_t kHdr = sizeof(nicfw_frame_hdr);
 constexpr uint32_t kExt = sizeof(nicfw_rdma_ext);
 constexpr uint32_t kFixed = offsetof(nicfw_conn_payload, disc);
+constexpr size_t kMaxReads = 65536;
 constexpr int kListenConns = 4;                     // connections through the owner's listener
 constexpr int kClientConn = kListenConns + HP_PEER_SLOTS;  // after one per owner peer request:
 constexpr int kConns = kClientConn + 1;                   // the owner's client request we accepted
@@ -40,8 +41,9 @@ struct Conn {
     uint32_t ops = 0;        // attacks made on it
 };
 
-// An RDMA read we asked for: its answer must be region HR's bytes, and only when we
-// asked within HR under its handle.
+// An RDMA read request we sent (whichever attack made it: commit() records each one): an
+// answer must be region HR's bytes from where a request within HR under HR's handle
+// asked, and nothing answers any other.
 struct Read {
     uint32_t conn_me, seq, count;  // requests seq .. seq+count-1, all alike
     uint64_t addr;
@@ -68,7 +70,8 @@ struct Hostile {
     uint64_t seed = 0;
     Conn conns[kConns];
     uint32_t next_me = 0x00017000;
-    std::vector<Read> reads;
+    std::vector<Read> reads;  // the latest kMaxReads
+    bool flooding = false;    // read_flood recorded its requests as one range
     bool enabled[kNumAttacks] = {};
     uint64_t count[kNumAttacks] = {};
     uint64_t frames = 0, full = 0, connects = 0, leaks = 0, resp_ok = 0, peer_reqs_seen = 0, flooded = 0;

@@ -5,15 +5,17 @@
  * delivery, reliable reception): every message's length, sequence number, pattern and
  * checksum, every RDMA write the good peer makes into a guarded region, and every RDMA
  * read it makes of the good peer's memory are checked byte for byte. At the same time it
- * offers the hostile peer (rank 2) targets: a standing listener whose requests it
- * accepts, VIs waiting in VipConnectPeerRequest for it, regions open to RDMA under their
- * own protection tag, and a decoy peer request to the good peer's NIC that only the good
- * peer could complete. Everything outside the buffers the NIC may write is guard bytes.
+ * offers the hostile peer (rank 2) targets (hp_owner_hostile.h): a standing listener
+ * whose requests it accepts, VIs waiting in VipConnectPeerRequest for it, connect requests
+ * to it, regions open to RDMA under their own protection tag, and a decoy peer request to
+ * the good peer's NIC that only the good peer could complete. Everything outside the
+ * buffers the NIC may write is guard bytes (hp_arena.h).
  *
- * At the end: the good VIs are still CONNECTED and carried every message and write the
- * good peer reports having sent; the regions the hostile peer could not write are as they
- * were; no guard byte changed; every hostile VI that broke gave back all its descriptors
- * on VipDisconnect and could be destroyed. The exit code is the verdict.
+ * At the end: the good VIs are still CONNECTED, had no error (and on a lossless wire no
+ * drop), and carried every message and write the good peer reports having sent; the
+ * regions the hostile peer could not write are as they were; no guard byte changed;
+ * every hostile VI that broke gave back all its descriptors on VipDisconnect and could
+ * be destroyed. The exit code is the verdict.
  *
  *   softvia-run -n 3 hp_run.sh BINDIR --progress inline|thread [--seconds S] [--seed N]
  */
@@ -144,6 +146,12 @@ static void final_checks(void) {
         hp_gvi *g = &O.g[v];
         VIP_VI_STATE st = th_state(g->vi);
         EXPECT(st == VIP_STATE_CONNECTED, "good VI %d is %s at the end, not CONNECTED", v, th_state_name(st));
+        /* frames that are not the good peer's never reach a good VI's receive path; drops
+         * there are the wire's (a repeat after a retransmission) */
+        VIP_EXT_COUNTERS vc;
+        CHECK(VipExtQueryViCounters(g->vi, &vc));
+        EXPECT(vc.Errors == 0 && (vc.Drops == 0 || th_wire_lossy()), "good VI %d: %llu errors, %llu drops", v,
+               (unsigned long long)vc.Errors, (unsigned long long)vc.Drops);
     }
     for (int v = HP_VI_RD; v <= HP_VI_RR; v++) {
         hp_gvi *g = &O.g[v];

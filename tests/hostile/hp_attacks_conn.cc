@@ -241,12 +241,12 @@ void valid_hostile(Hostile& H) {
 // Legal RDMA reads of part of HR, as fast as the link takes them, while not reading what
 // comes back for a while: the owner cannot answer (its link to us is full) and must not
 // grow without bound meanwhile.
-// How long a flood lasts: 1-10 ms and at most 64-1024 requests (more would crowd out
-// every other attack), or HP_FLOOD_MS without a cap (to see what a long one does).
+// How long a flood lasts: 1-2 ms and at most 64-512 requests (more would crowd out every
+// other attack), or HP_FLOOD_MS without a cap (to see what a long one does).
 static uint64_t flood_ms(Hostile& H, uint32_t* cap) {
     const char* e = getenv("HP_FLOOD_MS");
-    *cap = e && *e ? ~0u : 64u << H.below(5);
-    return e && *e ? strtoull(e, nullptr, 10) : 1 + H.below(10);
+    *cap = e && *e ? ~0u : 64u << H.below(4);
+    return e && *e ? strtoull(e, nullptr, 10) : 1 + H.below(2);
 }
 
 void read_flood(Hostile& H) {

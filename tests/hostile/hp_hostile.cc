@@ -96,8 +96,8 @@ void send_conn_req(Hostile& H, Conn& c, int spoof) {
     pl.max_transfer = H.chance(90) ? NICFW_MAX_TRANSFER : pool32(H);
     pl.src_disc_len = static_cast<uint16_t>(H.below(NICFW_MAX_DISCRIMINATOR + 1));
     for (unsigned i = 0; i < pl.src_disc_len; i++) pl.disc[i] = static_cast<uint8_t>(H.r32());
-    static const char listen[] = HP_DISC_LISTEN;
-    pl.dst_disc_len = sizeof listen - 1;
+    const char* listen = H.chance(70) ? HP_DISC_LISTEN : HP_DISC_WAIT;  // the standing listener, or VipConnectWait
+    pl.dst_disc_len = static_cast<uint16_t>(strlen(listen));
     memcpy(pl.disc + pl.src_disc_len, listen, pl.dst_disc_len);
     switch (spoof) {
         case 0: pl.src_addr_len = static_cast<uint16_t>(H.alen); memcpy(pl.src_addr, H.my_addr, H.alen); break;

@@ -2,7 +2,8 @@
  * hp_owner_hostile.h -- the targets the owner offers the hostile peer (included by
  * hp_owner.c).
  *
- * - A standing listener (HP_DISC_LISTEN). Its RemoteAddr buffer is exactly as large as
+ * - A standing listener (HP_DISC_LISTEN), and VipConnectWait (HP_DISC_WAIT, 1 ms every
+ *   20 ms). The RemoteAddr buffer is exactly as large as
  *   VIA says one needs (sizeof(VIP_NET_ADDRESS) + NicAddressLen + MaxDiscriminatorLen)
  *   with guard bytes after it, and the address it reports must be the hostile peer's
  *   own: a request that names another NIC is refused (what a careful server does) and
@@ -135,14 +136,18 @@ static void hvi_client(uint64_t now) {
 
 /* A request at the listener: check what VipExtListenDone reported, then accept it on a
  * fresh VI or refuse it. */
-static void take_request(uint64_t now) {
+static void take_request(uint64_t now, int wait) {
     VIP_NET_ADDRESS *ra = (VIP_NET_ADDRESS *)O.raddr_buf;
     VIP_VI_ATTRIBUTES rattrs;
     VIP_CONN_HANDLE conn;
     memset(O.raddr_buf, 0, O.raddr_len);
-    if (VipExtListenDone(O.listen, ra, &rattrs, &conn) != VIP_SUCCESS) return;
+    th_addr la;
+    VIP_RETURN got = wait ? VipConnectWait(O.nic, mp_mkaddr(&la, O.own_addr, O.addr_len, HP_DISC_WAIT), 1, ra, &rattrs,
+                                           &conn)
+                          : VipExtListenDone(O.listen, ra, &rattrs, &conn);
+    if (got != VIP_SUCCESS) return;
     if (!hp_buf_guard_ok(O.raddr_buf, O.raddr_len)) {
-        HP_FAIL("VipExtListenDone wrote past its RemoteAddr of sizeof(VIP_NET_ADDRESS) + NicAddressLen + "
+        HP_FAIL("VipExtListenDone/VipConnectWait wrote past its RemoteAddr of sizeof(VIP_NET_ADDRESS) + NicAddressLen + "
                 "MaxDiscriminatorLen = %zu bytes (HostAddressLen %u, DiscriminatorLen %u): the request's lengths "
                 "were not bounded by this NIC's", O.raddr_len, ra->HostAddressLen, ra->DiscriminatorLen);
         hp_fill(O.raddr_buf + O.raddr_len, HP_BUF_GUARD, HP_GUARD_SEED, (size_t)(O.raddr_buf - hp_A) + O.raddr_len);
@@ -152,9 +157,9 @@ static void take_request(uint64_t now) {
         O.h_spoofed++;
         th_failures++;
         if (hp_spoof_budget-- > 0)
-            TH_FAILMSG("VipExtListenDone reports a request from a %u-byte address that is not the NIC it came from "
-                       "(the hostile peer's %u-byte address): a peer can claim any address", ra->HostAddressLen,
-                       O.addr_len);
+            TH_FAILMSG("%s reports a request from a %u-byte address that is not the NIC it came from "
+                       "(the hostile peer's %u-byte address): a peer can claim any address",
+                       wait ? "VipConnectWait" : "VipExtListenDone", ra->HostAddressLen, O.addr_len);
     }
     int slot = -1;
     for (int k = HP_CLIENT_SLOT + 1; k < HP_MAXH && slot < 0; k++)
@@ -235,7 +240,12 @@ static void hp_hostile_poll(uint64_t now) {
     uint64_t us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
     if (us - last_us < 200) return;
     last_us = us;
-    take_request(now);
+    take_request(now, 0);
+    static uint64_t last_wait;
+    if (now - last_wait >= 20) {  /* VipConnectWait listens only while it runs: 1 ms in 20 */
+        take_request(now, 1);
+        last_wait = now;
+    }
     for (int k = 0; k < HP_MAXH; k++) {
         hp_hvi *h = &O.h[k];
         if (h->state == HV_FREE) {

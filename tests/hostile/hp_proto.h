@@ -24,6 +24,7 @@
 /* Discriminators. The hostile peer knows them all: discriminators are not secrets. */
 #define HP_DISC_GOOD "hp.good"       /* the good VIs: "hp.good.<vi>.o" (owner) <-> ".g" (good) */
 #define HP_DISC_LISTEN "hp.listen"   /* the owner's standing listener for the hostile peer */
+#define HP_DISC_WAIT "hp.wait"       /* the owner's VipConnectWait for it (now and then) */
 #define HP_DISC_PEER_O "hp.peer.o"   /* owner's peer requests to the hostile: "hp.peer.o<k>" ... */
 #define HP_DISC_PEER_H "hp.peer.h"   /* ... waiting for the hostile's "hp.peer.h<k>" */
 #define HP_DISC_DECOY_O "hp.decoy.o" /* owner's peer request to the GOOD peer's NIC ... */

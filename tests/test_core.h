@@ -71,11 +71,21 @@ static void th_alarm(int sig) {
     _exit(T_FAIL);
 }
 
+/* How much slower than a release build this build runs (SOFTVIA_TEST_SLOW, set by the
+ * test registration for sanitizer builds: ThreadSanitizer runs these programs about ten
+ * times slower). Watchdogs stretch by it; loops that repeat a race many times to catch
+ * it once may run fewer rounds (the sanitizer looks at every one). */
+static inline unsigned th_slow(void) {
+    const char *s = getenv("SOFTVIA_TEST_SLOW");
+    unsigned v = s ? (unsigned)strtoul(s, NULL, 10) : 1;
+    return v ? v : 1;
+}
+
 /* Names the test and starts the watchdog (which names the phase a test hangs in). */
 static inline void th_start(const char *prog, unsigned watchdog_s) {
     th_prog = prog;
     signal(SIGALRM, th_alarm);
-    alarm(watchdog_s);
+    alarm(watchdog_s * th_slow());
 }
 
 static inline int th_result(void) {

@@ -3,6 +3,7 @@
 #   tools/quickstart.sh bench   build (release) and run the two-process VIPL benchmark,
 #                               beside ucx_perftest on the same machine
 #   tools/quickstart.sh test    build release and ASan+UBSan, run the whole test suite in both,
+#                               the thread-mode conformance suite under TSan,
 #                               then fuzz the firmware's frame parser (libFuzzer) for 2 minutes
 # Needs root (or sudo) only for apt-get; everything else runs as the calling user.
 set -euo pipefail
@@ -47,6 +48,13 @@ for preset in release asan; do
   select=(); [[ $preset == asan ]] && select=(-LE multihost)
   ctest --preset "$preset" -j2 "${select[@]}" || status=1
 done
+# The threaded firmware under ThreadSanitizer: the conformance programs with the firmware
+# thread (progress=thread) on the shm wire, which is where application threads and the
+# firmware thread share state. Only those programs are built for it.
+echo "== build and test: tsan (conformance, firmware thread, shm)"
+cmake --preset tsan -G Ninja >/dev/null
+cmake --build --preset tsan --target conformance_programs
+ctest --preset tsan -j1 -L conformance -L thread -L shm || status=1
 # A bounded libFuzzer run of the frame parser (tests/fuzz), against a lossless engine and
 # against one whose reliable VIs retransmit; any crash or invariant violation fails.
 fuzz() {  # label, then environment assignments

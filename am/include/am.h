@@ -101,7 +101,9 @@ int AM_MaxNumTranslations(int *ntrans); /* AMX_MAX_TRANSLATIONS */
 int AM_MaxSegLength(uintptr_t *nbytes);
 
 /* ---- set-up ----------------------------------------------------------------------- */
-int AM_Init(void);      /* opens the NIC; a second call is a no-op */
+int AM_Init(void);      /* opens the NIC; a second call is a no-op. AM_ERR_BAD_ARG: a
+                         * SOFTVIA_* setting or SOFTVIA_DEVICE is not valid (named on
+                         * stderr); AM_ERR_RESOURCE: the NIC could not be created */
 int AM_Terminate(void); /* frees every bundle and endpoint, closes the NIC */
 
 int AM_AllocateBundle(int type, eb_t *bundle);

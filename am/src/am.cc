@@ -86,6 +86,34 @@ uint64_t now_ms() {
     return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
 }
 
+// AM's own settings, read once by AM_Init: unset or empty takes the default; anything
+// else must be a value we accept, or AM_Init says which and refuses (AM_ERR_BAD_ARG).
+bool flag_setting(const char* name, int* out) {
+    const char* s = getenv(name);
+    if (!s || !*s) return true;
+    if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0) {
+        *out = s[0] - '0';
+        return true;
+    }
+    fprintf(stderr, "amvia: %s='%s': accepted values are 0 and 1\n", name, s);
+    return false;
+}
+
+bool check_settings() {
+    int steer = 1, listen = 1;
+    bool ok = flag_setting("AMVIA_STEERING", &steer) && flag_setting("AMVIA_LISTEN", &listen);
+    if (const char* s = getenv("AMVIA_CONNECT_TIMEOUT_MS"); ok && s && *s) {
+        char* end = nullptr;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (*end || errno || v < 1 || v > 3600000) {
+            fprintf(stderr, "amvia: AMVIA_CONNECT_TIMEOUT_MS='%s': accepted values are 1 to 3600000 (ms)\n", s);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 bool steering_default() {
     if (g.steering < 0) {
         const char* s = getenv("AMVIA_STEERING");
@@ -97,7 +125,7 @@ bool steering_default() {
 long connect_timeout() {
     if (g.connect_timeout_ms < 0) {
         const char* s = getenv("AMVIA_CONNECT_TIMEOUT_MS");
-        long v = s ? strtol(s, nullptr, 10) : 0;
+        long v = s && *s ? strtol(s, nullptr, 10) : 0;  // checked by AM_Init (check_settings)
         g.connect_timeout_ms = v > 0 ? v : 20000;
     }
     return g.connect_timeout_ms;
@@ -1051,7 +1079,14 @@ bool wait_up(Peer* p) {
 // a message is one VIPL send (or RDMA write) that the NIC cuts to its NativeMTU, so the
 // only requirement is that the largest one fits a VIPL transfer.
 int open_nic() {
-    if (VipOpenNic(nullptr, &g.nic) != VIP_SUCCESS) return AM_ERR_RESOURCE;
+    VIP_RETURN r = VipOpenNic(nullptr, &g.nic);
+    // VIP_INVALID_PARAMETER: a SOFTVIA_* setting or the device name is wrong, which vipl
+    // has named on stderr already; that is bad configuration, not a lack of resources.
+    if (r == VIP_INVALID_PARAMETER) return AM_ERR_BAD_ARG;
+    if (r != VIP_SUCCESS) {
+        fprintf(stderr, "amvia: AM_Init: cannot open the NIC: VipOpenNic -> %s\n", VipExtReturnString(r));
+        return AM_ERR_RESOURCE;
+    }
     const char* why = nullptr;
     if (VipQueryNic(g.nic, &g.na) != VIP_SUCCESS) why = "VipQueryNic failed";
     else if (g.na.NicAddressLen > sizeof(en_t{}.nic_addr)) why = "the NIC address does not fit an en_t";
@@ -1116,6 +1151,7 @@ AMX_API int AM_MaxSegLength(uintptr_t* nbytes) {
 
 AMX_API int AM_Init(void) {
     if (g.inited) return AM_OK;
+    if (!check_settings()) return AM_ERR_BAD_ARG;
     int rc = open_nic();
     if (rc != AM_OK) return rc;
     g.inited = true;

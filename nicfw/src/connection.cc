@@ -1,5 +1,6 @@
 // connection.cc -- the connection manager: client/server (request, wait, accept,
-// reject) and peer-to-peer set-up, matched by discriminator; disconnect.
+// reject) and peer-to-peer set-up, matched by discriminator; disconnect; and which
+// transport peers are still referred to (peer lifetimes, transport.h release_peer).
 //
 // Protocol (docs/wire-format.md): CONN_REQ -> CONN_ACCEPT | CONN_REJECT | CONN_NOMATCH.
 // Peer-to-peer: each side resends PEER_REQ every millisecond until it meets the other
@@ -123,7 +124,6 @@ bool Engine::unlisten(Listener* l, ConnRequest* req) {
     bool matched = l->matched.load(std::memory_order_acquire);
     if (matched) {
         *req = l->req;
-        if (held_reqs_.size() >= kMaxConnKeys) held_reqs_.erase(held_reqs_.begin());
         held_reqs_.push_back({req->peer, req->client_vi, req->req_id});
     }
     listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(),
@@ -136,7 +136,13 @@ int Engine::accept(const ConnRequest& req, Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
     if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
     if (vi->attrs.reliability != req.reliability) return -EPROTO;
-    if (!tr_->peer_alive(req.peer)) return -EHOSTUNREACH;
+    // The answer must be able to reach the client before the VI is connected: a link
+    // that cannot be opened (out of fds or memory) fails the accept, and the transport
+    // tells the client, whose request then fails too. Never half-open.
+    if (!tr_->peer_alive(req.peer) || tr_->open_link(req.peer) < 0) {
+        forget_held(req);  // the handle is consumed (VIPL drops it on -EHOSTUNREACH)
+        return -EHOSTUNREACH;
+    }
     forget_held(req);
     vi->peer = req.peer;
     vi->op = ConnOp::kNone;
@@ -235,6 +241,42 @@ int Engine::disconnect(Vi* vi) {
     return 0;
 }
 
+// ---------------------------------------------------------------- peer lifetimes
+// Hands every peer index the engine no longer refers to back to the transport
+// (transport.h, release_peer). References are: a VI connected or connecting to the peer,
+// a control frame queued for it, a connection request from it that a listener or the
+// application holds. A VI that is idle or in the error state keeps its old peer number
+// but never uses it (every use checks the state first); forget_peer clears it.
+void Engine::release_unused_peers() {
+    const size_t n = tr_->peer_count();
+    peer_used_.assign(n, 0);
+    auto use = [&](int p) {
+        if (p >= 0 && static_cast<size_t>(p) < n) peer_used_[p] = 1;
+    };
+    for (auto& v : vis_) {
+        if (!v) continue;
+        uint32_t st = v->state.load(std::memory_order_relaxed);
+        if (st == VIP_STATE_CONNECTED || st == VIP_STATE_CONNECT_PENDING) use(v->peer);
+    }
+    for (const PendingControl& c : backlog_) use(c.peer);
+    for (auto& l : listeners_)
+        if (l->matched.load(std::memory_order_relaxed)) use(l->req.peer);
+    for (const ConnKey& k : held_reqs_) use(k.peer);
+    for (size_t i = 0; i < n; i++)
+        if (!peer_used_[i]) tr_->release_peer(static_cast<int>(i));
+}
+
+// A freed peer index may come back naming another peer: nothing of the old one may
+// match it (answers remembered for repeated requests, idle VIs' peer numbers).
+void Engine::forget_peer(int peer) {
+    auto gone = [peer](const ConnKey& k) { return k.peer == peer; };
+    rejected_.erase(std::remove_if(rejected_.begin(), rejected_.end(), gone), rejected_.end());
+    no_match_.erase(std::remove_if(no_match_.begin(), no_match_.end(), gone), no_match_.end());
+    held_reqs_.erase(std::remove_if(held_reqs_.begin(), held_reqs_.end(), gone), held_reqs_.end());
+    for (auto& v : vis_)
+        if (v && v->peer == peer) v->peer = -1;
+}
+
 // ---------------------------------------------------------------- incoming control frames
 // A CONN_REQ we have seen before (the client resent it on a lossy wire): the same answer
 // again, or none while the application still holds it. True if it was a repeat.
@@ -273,14 +315,14 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
     if (has_payload) {
         if (h.msg_len < kFixed || h.msg_len > f.len - sizeof(nicfw_frame_hdr) ||
             h.msg_len > sizeof(nicfw_conn_payload)) {
-            status_->nic.drops++;
+            bump(status_->nic.drops);
             return;
         }
         memcpy(&pl, f.data + sizeof(nicfw_frame_hdr), h.msg_len);
         if (pl.src_disc_len > NICFW_MAX_DISCRIMINATOR || pl.dst_disc_len > NICFW_MAX_DISCRIMINATOR ||
             pl.src_addr_len > NICFW_MAX_ADDR ||
             kFixed + pl.src_disc_len + pl.dst_disc_len > h.msg_len) {
-            status_->nic.drops++;
+            bump(status_->nic.drops);
             return;
         }
     }
@@ -400,7 +442,7 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
             return;
         }
         default:
-            status_->nic.drops++;
+            bump(status_->nic.drops);
             return;
     }
 }

@@ -95,21 +95,21 @@ HOT_INLINE void Engine::complete_on(Vi& vi, uint32_t queue, const WorkItem& w, u
     if (!written) [[unlikely]] {
         // The completion is lost: the driver's queue stops at this descriptor. Tell the
         // program, which broke VIA's rule that posted descriptors stay registered.
-        vi.st->c.errors++;
-        status_->nic.errors++;
+        bump(vi.st->c.errors);
+        bump(status_->nic.errors);
         raise(&vi, nullptr, d, VIP_RESOURCE_DESCRIPTOR, VIP_ERROR_COMP_PROT);
         return;
     }
     if (status & VIP_STATUS_ERROR_MASK) {
-        vi.st->c.errors++;
-        status_->nic.errors++;
+        bump(vi.st->c.errors);
+        bump(status_->nic.errors);
     }
     if (recv) {
-        vi.st->c.recvs_done++;
-        status_->nic.recvs_done++;
+        bump(vi.st->c.recvs_done);
+        bump(status_->nic.recvs_done);
     } else {
-        vi.st->c.sends_done++;
-        status_->nic.sends_done++;
+        bump(vi.st->c.sends_done);
+        bump(status_->nic.sends_done);
     }
     Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_reply;
     if (cq) cq_push(cq, vi, queue);

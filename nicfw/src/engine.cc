@@ -2,9 +2,11 @@
 #include "nicfw/engine.h"
 #include "datapath.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,11 +56,18 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
 
     e->db_ring_.reset(new nicfw_doorbell[NICFW_DOORBELL_ENTRIES]);
 
-    // Status page: a memfd other processes of this user can map (softvia-nicinfo).
+    // Status page: a memfd softvia-nicinfo reads through /proc/<pid>/fd. Mode 0600 (a
+    // memfd is born 0777): this user and root only. Sealed at its size, so a reader
+    // can trust the size it sees (and tell our pages from files that only share the name).
     e->status_len_ = sizeof(nicfw_status_page) + NICFW_MAX_VI * sizeof(nicfw_vi_status);
-    e->status_fd_ = memfd_create("softvia-nic", MFD_CLOEXEC);
-    if (e->status_fd_ < 0) return -errno;
-    if (ftruncate(e->status_fd_, static_cast<off_t>(e->status_len_)) != 0) return -errno;
+    e->status_fd_ = memfd_create("softvia-nic", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (e->status_fd_ < 0 || fchmod(e->status_fd_, 0600) != 0 ||
+        ftruncate(e->status_fd_, static_cast<off_t>(e->status_len_)) != 0 ||
+        fcntl(e->status_fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int err = errno;
+        *why = std::string("status page memfd: ") + strerror(err);
+        return -err;
+    }
     void* p = mmap(nullptr, e->status_len_, PROT_READ | PROT_WRITE, MAP_SHARED, e->status_fd_, 0);
     if (p == MAP_FAILED) return -errno;
     e->status_ = static_cast<nicfw_status_page*>(p);
@@ -446,6 +455,11 @@ void Engine::wake_sleepers() {
     syscall(SYS_futex, &events_, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
+void Engine::wake_blocked() {
+    events_.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, &events_, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
 void Engine::firmware_thread() {
     uint32_t idle = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
@@ -471,9 +485,13 @@ void Engine::firmware_thread() {
 void Engine::slow_path(uint64_t now) {
     tr_events_.clear();
     tr_->poll_slow(tr_events_);
-    status_->peers = static_cast<uint32_t>(tr_->peer_count());
+    bool dead = false;
     for (const TransportEvent& ev : tr_events_) {
-        if (ev.kind != PeerEvent::kDead) continue;
+        if (ev.kind == PeerEvent::kFreed) {
+            forget_peer(ev.peer);
+            continue;
+        }
+        dead = true;
         flush_backlog();  // drops what was waiting for the dead peer
         for (auto& v : vis_) {
             if (!v || v->peer != ev.peer) continue;
@@ -482,6 +500,10 @@ void Engine::slow_path(uint64_t now) {
                 flush_vi(*v, VIP_STATE_ERROR, false, VIP_ERROR_CONN_LOST);
         }
     }
+    // Peers nothing refers to go back to the transport: at once after a death, else
+    // every 16th turn (about 16 ms).
+    if (dead || (++slow_turns_ & 15) == 0) release_unused_peers();
+    status_->peers = static_cast<uint32_t>(tr_->live_peers());
     // Connection timers: peer requests are resent until answered or expired.
     for (size_t i = 0; i < connecting_.size();) {
         Vi* vi = connecting_[i];

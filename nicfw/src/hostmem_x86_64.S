@@ -93,6 +93,17 @@ nicfw_hm_store64:
     ret
     .size nicfw_hm_store64, . - nicfw_hm_store64
 
+/* uint64_t nicfw_hm_load32(const void *src): the 32-bit value (zero-extended), or
+ * -EFAULT, which has bits above 31 set. One plain load: acquire on x86-64. */
+    .globl nicfw_hm_load32
+    .hidden nicfw_hm_load32
+    .type nicfw_hm_load32, @function
+    .p2align 4
+nicfw_hm_load32:
+    mov eax, [rdi]
+    ret
+    .size nicfw_hm_load32, . - nicfw_hm_load32
+
 /* int nicfw_hm_store32(void *dst, uint32_t v) */
     .globl nicfw_hm_store32
     .hidden nicfw_hm_store32

@@ -132,8 +132,8 @@ bool Engine::start_resend(Vi& vi) {
         vi.tx_resend = true;
         vi.tx_busy = true;
         vi.rtx_next++;
-        vi.st->c.retransmits++;
-        status_->nic.retransmits++;
+        bump(vi.st->c.retransmits);
+        bump(status_->nic.retransmits);
         return true;
     }
     return false;
@@ -230,8 +230,8 @@ HOT_INLINE void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t pa
     (void)hdr;
     uint32_t len = static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload;
     tr_->tx_commit(peer, len);
-    status_->nic.tx_frames++;
-    status_->nic.tx_bytes += len;
+    bump(status_->nic.tx_frames);
+    bump(status_->nic.tx_bytes, len);
 }
 
 bool Engine::try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload) {
@@ -262,7 +262,7 @@ void Engine::queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* pa
     if (static_cast<size_t>(peer) >= backlog_per_peer_.size()) backlog_per_peer_.resize(peer + 1, 0);
     if (backlog_per_peer_[peer] == 0 && try_control(peer, h, payload)) return;
     if (backlog_per_peer_[peer] >= kMaxBacklogPerPeer) {
-        status_->nic.drops++;  // a live peer that stopped reading: its liveness is its problem
+        bump(status_->nic.drops);  // a live peer that stopped reading: its liveness is its problem
         return;
     }
     backlog_.push_back({peer, h, std::vector<uint8_t>(payload, payload + h.msg_len)});
@@ -368,16 +368,16 @@ bool Engine::flush_acks(bool now) {
 }
 
 HOT_INLINE void Engine::count_tx(Vi& vi, uint32_t bytes) {
-    vi.st->c.tx_frames++;
-    vi.st->c.tx_bytes += bytes;
+    bump(vi.st->c.tx_frames);
+    bump(vi.st->c.tx_bytes, bytes);
 }
 
 // A read being served lost its memory half way: the requester gets a NAK for it and the
 // connection breaks, as for a read refused at once (refuse). Reads after it go unanswered.
 void Engine::refuse_read(Vi& vi, uint32_t seq) {
     vi.serve.clear();
-    vi.st->c.errors++;
-    status_->nic.errors++;
+    bump(vi.st->c.errors);
+    bump(status_->nic.errors);
     refuse(vi, VIP_STATUS_RDMA_PROT_ERROR, seq, VIP_ERROR_RDMAR_PROT);
 }
 

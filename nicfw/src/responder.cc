@@ -14,16 +14,16 @@
 namespace softvia::nicfw {
 
 void Engine::handle_frame(const RxFrame& f) {
-    status_->nic.rx_frames++;
-    status_->nic.rx_bytes += f.len;
+    bump(status_->nic.rx_frames);
+    bump(status_->nic.rx_bytes, f.len);
     if (f.len < sizeof(nicfw_frame_hdr)) {
-        status_->nic.drops++;
+        bump(status_->nic.drops);
         return;
     }
     nicfw_frame_hdr h;
     memcpy(&h, f.data, sizeof h);  // one snapshot: the sender may still scribble on the frame
     if (h.version != NICFW_ABI_VERSION || h.type == 0 || h.type > NICFW_F_TYPE_MAX) {
-        status_->nic.drops++;
+        bump(status_->nic.drops);
         return;
     }
     switch (h.type) {
@@ -105,8 +105,8 @@ HOT_INLINE bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
         // No receive descriptor. Unreliable: the message is dropped. Reliable levels:
         // VIA says the connection breaks (that is why upper layers run credits).
         vi.rx_discard = true;
-        vi.st->c.drops++;
-        status_->nic.drops++;
+        bump(vi.st->c.drops);
+        bump(status_->nic.drops);
         if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE) {
             raise(&vi, nullptr, nullptr, VIP_RESOURCE_VI, VIP_ERROR_RECVQ_EMPTY);
             flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
@@ -213,8 +213,8 @@ HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_fram
     if (vi.rx_write) {
         vi.rx_write = false;
         if (status & VIP_STATUS_ERROR_MASK) {
-            vi.st->c.errors++;
-            status_->nic.errors++;
+            bump(vi.st->c.errors);
+            bump(status_->nic.errors);
             if (reliable) refuse(vi, status & VIP_STATUS_ERROR_MASK, vi.rx_msg_seq, VIP_ERROR_RDMAW_PROT);
             return;  // unreliable: the write is dropped, and counted
         }
@@ -224,8 +224,8 @@ HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_fram
             const uint32_t qk = &rq == &vi.rq_reply ? NICFW_REPLYQ : NICFW_RECVQ;
             if (rq.empty()) service_doorbells();  // a receive posted just before (see begin_receive)
             if (rq.empty()) {
-                vi.st->c.drops++;
-                status_->nic.drops++;
+                bump(vi.st->c.drops);
+                bump(status_->nic.drops);
                 if (reliable) refuse(vi, VIP_STATUS_REMOTE_DESC_ERROR, last->seq, VIP_ERROR_RECVQ_EMPTY);
                 return;
             }
@@ -273,8 +273,8 @@ static void restart_receive(Vi& vi) {
 // rel_proto: a frame that is not the next one in order. Before rx_seq it is a duplicate
 // (re-acknowledge: our ACK may have been lost); beyond it, evidence of a loss.
 void Engine::out_of_order(Vi& vi, const nicfw_frame_hdr& h) {
-    vi.st->c.drops++;
-    status_->nic.drops++;
+    bump(vi.st->c.drops);
+    bump(status_->nic.drops);
     int32_t ahead = static_cast<int32_t>(h.seq - vi.rx_seq);
     if (ahead < 0)
         owe_ack(vi);
@@ -289,25 +289,25 @@ HOT_INLINE void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
     // Field ranges: the fragment must fit the frame and the message.
     if (f.len < sizeof(nicfw_frame_hdr) + ext || h.frag_len > f.len - sizeof(nicfw_frame_hdr) - ext ||
         h.msg_len > NICFW_MAX_TRANSFER || h.offset > h.msg_len || h.frag_len > h.msg_len - h.offset) {
-        status_->nic.drops++;
+        bump(status_->nic.drops);
         return;
     }
     Vi* vip = connected_target(*this, f, h);
     if (!vip) {
-        status_->nic.drops++;  // stale or stray: no connected VI for it
+        bump(status_->nic.drops);  // stale or stray: no connected VI for it
         answer_stale(f, h);
         return;
     }
     Vi& vi = *vip;
-    vi.st->c.rx_frames++;
-    vi.st->c.rx_bytes += h.frag_len;
+    bump(vi.st->c.rx_frames);
+    bump(vi.st->c.rx_bytes, h.frag_len);
     nicfw_rdma_ext x{};
     if (write) memcpy(&x, f.data + sizeof(nicfw_frame_hdr), sizeof x);
     // A piggybacked acknowledgement follows the payload; it counts whatever the fragment's fate.
     if ((h.flags & NICFW_FF_ACKED) && vi.rel_proto) {
         size_t at = sizeof(nicfw_frame_hdr) + ext + h.frag_len;
         if (f.len < at + sizeof(uint32_t)) {
-            status_->nic.drops++;
+            bump(status_->nic.drops);
             return;
         }
         uint32_t ack;
@@ -326,7 +326,7 @@ HOT_INLINE void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
         }
         if (h.offset == 0 && vi.rx_busy) restart_receive(vi);
         if (vi.rx_busy && (h.msg_len != vi.rx_len || vi.rx_write != write)) {
-            status_->nic.drops++;  // not the request in progress: a forged or broken frame
+            bump(status_->nic.drops);  // not the request in progress: a forged or broken frame
             return;
         }
     }
@@ -334,8 +334,8 @@ HOT_INLINE void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
         // At most once: a message older than one already seen is a duplicate (or was
         // overtaken on a reordering link) and is dropped. Lossless links never do that.
         if (static_cast<int32_t>(h.seq - vi.rx_seq) < 0 || (vi.rx_busy && h.seq == vi.rx_msg_seq)) {
-            vi.st->c.drops++;
-            status_->nic.drops++;
+            bump(vi.st->c.drops);
+            bump(status_->nic.drops);
             return;
         }
         // A reliable VI takes exactly the next message: a gap is a lost message, and
@@ -358,7 +358,7 @@ HOT_INLINE void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
         }
     } else if (!vi.rx_busy || h.seq != vi.rx_msg_seq || h.msg_len != vi.rx_len || vi.rx_write != write ||
                h.offset < vi.rx_got) {
-        status_->nic.drops++;  // stray, stale or duplicate fragment
+        bump(status_->nic.drops);  // stray, stale or duplicate fragment
         return;
     } else if (h.offset > vi.rx_got) {
         abandon_receive(vi);   // a fragment went missing: the message cannot complete
@@ -388,8 +388,8 @@ HOT_INLINE void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
 // dropped and its receive descriptor waits for the next message. Reliable: without
 // retransmission a loss is an error, and the connection breaks.
 void Engine::abandon_receive(Vi& vi) {
-    vi.st->c.drops++;
-    status_->nic.drops++;
+    bump(vi.st->c.drops);
+    bump(status_->nic.drops);
     if (vi.rel_proto) {
         restart_receive(vi);  // retransmission brings it again
         return;
@@ -405,12 +405,12 @@ void Engine::abandon_receive(Vi& vi) {
 // Target of an RDMA read: check the buffer, queue the answer for the requester.
 void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
     if (f.len < sizeof(nicfw_frame_hdr) + sizeof(nicfw_rdma_ext) || h.msg_len > NICFW_MAX_TRANSFER) {
-        status_->nic.drops++;
+        bump(status_->nic.drops);
         return;
     }
     Vi* vi = connected_target(*this, f, h);
     if (!vi || vi->attrs.reliability == VIP_SERVICE_UNRELIABLE) {
-        status_->nic.drops++;  // RDMA read exists on reliable VIs only
+        bump(status_->nic.drops);  // RDMA read exists on reliable VIs only
         if (!vi) answer_stale(f, h);
         return;
     }
@@ -421,7 +421,7 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
     // A read request takes a sequence number like a message: a duplicate is dropped, a
     // gap means something before it was lost.
     if (static_cast<int32_t>(h.seq - vi->rx_seq) < 0) {
-        status_->nic.drops++;
+        bump(status_->nic.drops);
         // With retransmission on, the answer may be what was lost: reads are idempotent,
         // so a repeated request is served again (unless its answer is still queued; and
         // no more than a window's worth, whatever a peer sends).
@@ -443,8 +443,8 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
     vi->rx_seq = h.seq + 1;
     vi->rx_gap_frames = 0;
     if (uint32_t bad = check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src)) {
-        vi->st->c.errors++;
-        status_->nic.errors++;
+        bump(vi->st->c.errors);
+        bump(status_->nic.errors);
         refuse(*vi, bad, h.seq, VIP_ERROR_RDMAR_PROT);
         return;
     }
@@ -456,7 +456,7 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
 void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vi = connected_target(*this, f, h);
     if (!vi || h.frag_len > f.len - sizeof(nicfw_frame_hdr)) {
-        status_->nic.drops++;
+        bump(status_->nic.drops);
         return;
     }
     auto it = std::find_if(vi->pending.begin(), vi->pending.end(),
@@ -464,13 +464,13 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
     // Reads are answered in order, in order fragments: anything else is not ours.
     if (it == vi->pending.end() || it->seq != h.seq || it->len != h.msg_len || it->got != h.offset ||
         h.frag_len > it->len - it->got) {
-        status_->nic.drops++;
+        bump(status_->nic.drops);
         // A fragment of the awaited answer went missing: ask for the read again.
         if (vi->rel_proto && it != vi->pending.end() && it->seq == h.seq && h.offset > it->got) on_gap(*vi, h.seq);
         return;
     }
-    vi->st->c.rx_frames++;
-    vi->st->c.rx_bytes += h.frag_len;
+    bump(vi->st->c.rx_frames);
+    bump(vi->st->c.rx_bytes, h.frag_len);
     const Seg* segs = it->segs.data();
     const auto nsegs = static_cast<uint32_t>(it->segs.size());
     // The buffers were checked at post; if the memory table changed since, again.
@@ -498,7 +498,7 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
 void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vi = connected_target(*this, f, h);
     if (!vi) {
-        status_->nic.drops++;
+        bump(status_->nic.drops);
         return;
     }
     apply_ack(*vi, h.seq, (h.flags & NICFW_FF_GAP) != 0);
@@ -534,7 +534,7 @@ void Engine::apply_ack(Vi& vi, uint32_t seq, bool gap) {
 void Engine::on_nak(const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vi = connected_target(*this, f, h);
     if (!vi) {
-        status_->nic.drops++;
+        bump(status_->nic.drops);
         return;
     }
     // The NAK names the refused request by its sequence number.
@@ -542,7 +542,7 @@ void Engine::on_nak(const RxFrame& f, const nicfw_frame_hdr& h) {
         return e.kind != TxEntry::kLocal && !e.done && e.seq == h.seq;
     });
     if (it == vi->pending.end()) {
-        status_->nic.drops++;  // nothing of ours awaits that answer: a stray NAK
+        bump(status_->nic.drops);  // nothing of ours awaits that answer: a stray NAK
         return;
     }
     // Only error bits cross the wire: a peer cannot set our DONE or op bits.

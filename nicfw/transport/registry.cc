@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "nicfw/device.h"
 #include "local/local_shortcut.h"
@@ -65,13 +67,26 @@ bool common_device_option(const std::string& k) { return k == "progress" || k ==
 namespace {
 
 int create_shm(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why) {
+    uint32_t max_peers = ShmTransport::kMaxPeers;
     for (const auto& kv : spec.opts) {
         if (common_device_option(kv.first)) continue;
-        *why = "shm takes no option '" + kv.first + "'";
+        if (kv.first == "peers") {
+            char* end = nullptr;
+            errno = 0;
+            unsigned long v = strtoul(kv.second.c_str(), &end, 10);
+            if (kv.second.empty() || kv.second[0] == '-' || *end || errno || v < 1 || v > ShmTransport::kMaxPeers) {
+                *why = "shm option peers must be 1.." + std::to_string(ShmTransport::kMaxPeers) + ", not '" +
+                       kv.second + "'";
+                return -EINVAL;
+            }
+            max_peers = static_cast<uint32_t>(v);
+            continue;
+        }
+        *why = "shm takes no option '" + kv.first + "' (only peers=N)";
         return -EINVAL;
     }
     std::unique_ptr<ShmTransport> t;
-    int rc = ShmTransport::create(&t);
+    int rc = ShmTransport::create(&t, max_peers);
     if (rc < 0) {
         *why = std::string("shm: ") + strerror(-rc);
         return rc;

@@ -64,10 +64,10 @@ static void exchange(th_env *ea, VIP_VI_HANDLE a, th_env *eb, VIP_VI_HANDLE b, u
 
 /* Steps a NIC from a thread (inline mode: otherwise nobody answers for it while the
  * main thread is blocked in a connection call on the other NIC). */
-static volatile int stepping;
+static int stepping; /* atomic: the main thread stops the stepper */
 static void *stepper(void *arg) {
     VIP_NIC_HANDLE nic = arg;
-    while (stepping)
+    while (__atomic_load_n(&stepping, __ATOMIC_RELAXED))
         if (VipExtProgress(nic) == VIP_NOT_DONE) sched_yield();
     return NULL;
 }
@@ -130,11 +130,11 @@ int main(void) {
         VIP_VI_HANDLE cv = th_vi(&ea, VIP_SERVICE_UNRELIABLE, NULL, NULL);
         th_addr cl, sa;
         pthread_t t;
-        stepping = 1;
+        __atomic_store_n(&stepping, 1, __ATOMIC_RELAXED);
         if (pthread_create(&t, NULL, stepper, eb.nic) != 0) FATAL("pthread_create");
         EXPECT_RC(VipConnectRequest(cv, th_mkaddr(&cl, &ea.na, "c"), th_mkaddr(&sa, &eb.na, "none"), TH_WAIT_MS, NULL),
                   VIP_NO_MATCH);
-        stepping = 0;
+        __atomic_store_n(&stepping, 0, __ATOMIC_RELAXED);
         pthread_join(t, NULL);
         CHECK(VipDestroyVi(cv));
     }

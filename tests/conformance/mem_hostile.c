@@ -14,8 +14,9 @@
  *     dropped and counted at the target;
  *   - an RDMA read from memory made PROT_NONE: VIP_STATUS_RDMA_PROT_ERROR at the initiator;
  *   - a send from a buffer unmapped after it was registered: VIP_STATUS_PROTECTION_ERROR;
- *   - a receive descriptor unmapped after it was posted: its completion is lost, and the
- *     error callback says so (VIP_ERROR_COMP_PROT).
+ *   - a receive descriptor unmapped after it was posted: its completion is lost, the
+ *     error callback says so (VIP_ERROR_COMP_PROT), and VipRecvDone hands it back with
+ *     VIP_DESCRIPTOR_ERROR; posting a descriptor in such memory is VIP_INVALID_PARAMETER.
  * Reliable VIs break after such an error (VIA); unreliable ones carry the next message.
  */
 #include "helpers.h"
@@ -234,9 +235,14 @@ static void descriptor_unmapped(VIP_RELIABILITY_LEVEL rel) {
     while (__atomic_load_n(&comp_prot, __ATOMIC_RELAXED) == before && th_now_ms() < end) th_step_all();
     EXPECT(__atomic_load_n(&comp_prot, __ATOMIC_RELAXED) > before,
            "%s: no VIP_ERROR_COMP_PROT for a receive descriptor the program unmapped", th_rel_name(rel));
-    /* The VIs cannot be drained (the lost descriptor heads the receive queue): the NIC
-     * closes them at the end. */
-    VipDeregisterMem(E.nic, dm, mh);
+    /* The driver cannot read its status either: Done hands it back with the error. */
+    VIP_DESCRIPTOR *got = NULL;
+    EXPECT_RC(VipRecvDone(b, &got), VIP_DESCRIPTOR_ERROR);
+    EXPECT(got == rd, "VipRecvDone returned %p, want the unmapped descriptor %p", (void *)got, (void *)rd);
+    /* Posting a descriptor in memory that is registered but no longer mapped. */
+    EXPECT_RC(VipPostRecv(b, rd, mh), VIP_INVALID_PARAMETER);
+    pair_down(a, b);
+    CHECK(VipDeregisterMem(E.nic, dm, mh));
 }
 
 int main(void) {

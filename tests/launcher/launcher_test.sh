@@ -299,6 +299,64 @@ launcher_killed)
     done
     expect_pids_dead 3
     ;;
+launcher_killed_leftovers)
+    # SIGKILL to the launcher leaves its job directory behind (nothing runs to remove
+    # it); the next softvia-run removes it, and only directories whose launcher is gone
+    # and that belong to this user.
+    "$RUN" -n 2 "$CHILD" park-noterm "$T/pids" >"$T/stdout" 2>"$T/stderr" &
+    lpid=$!
+    wait_for_pids 2
+    kill -KILL "$lpid"
+    wait "$lpid" 2>/dev/null
+    for ((i = 0; i < 300; i++)); do
+        left=0
+        for f in "$T"/pids/pid.*; do alive "$(cat "$f")" && left=1; done
+        [ $left -eq 0 ] && break
+        sleep 0.01
+    done
+    expect_pids_dead 2 # PR_SET_PDEATHSIG
+    dead_dirs=$(ls -A "$ROOT")
+    # A live launcher's directory must survive the clean-up.
+    rm -f "$T"/pids/pid.*
+    "$RUN" -n 1 "$CHILD" park "$T/pids" >"$T/stdout.live" 2>"$T/stderr.live" &
+    live=$!
+    wait_for_pids 1
+    live_dir=$(ls -A "$ROOT" | grep -vxF "$dead_dirs")
+    [ "$(echo "$live_dir" | wc -l)" -eq 1 ] && [ -n "$live_dir" ] || fail "cannot tell the live launcher's directory: '$live_dir'"
+    # Directories the clean-up must leave alone: not softvia-run's names, a symlink,
+    # a plain file, and (run as root) another user's directory of a dead launcher.
+    mkdir "$ROOT/softvia-job.x" "$ROOT/softvia-job.999999999.0123456789abcde" "$T/target"
+    ln -s "$T/target" "$ROOT/softvia-job.999999998.0123456789abcdef"
+    touch "$ROOT/softvia-job.999999997.0123456789abcdef"
+    keep=(softvia-job.x softvia-job.999999999.0123456789abcde softvia-job.999999998.0123456789abcdef
+          softvia-job.999999997.0123456789abcdef)
+    if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
+        mkdir -p "$ROOT/softvia-job.999999996.0123456789abcdef/names"
+        chown -R nobody "$ROOT/softvia-job.999999996.0123456789abcdef"
+        touch -d '1 hour ago' "$ROOT/softvia-job.999999996.0123456789abcdef"
+        keep+=(softvia-job.999999996.0123456789abcdef)
+    else
+        echo "note: not root: no other user's directory to leave alone"
+    fi
+    # Ours, of a launcher that died before it locked its directory (or of an older
+    # softvia-run): removed once its launcher's pid is gone and it is a minute old.
+    mkdir -p "$ROOT/softvia-job.999999995.0123456789abcdef/kv" "$ROOT/softvia-job.999999994.0123456789abcdef"
+    touch -d '1 hour ago' "$ROOT/softvia-job.999999995.0123456789abcdef"
+    keep+=(softvia-job.999999994.0123456789abcdef) # too young: may be being made now
+    run -n 1 true
+    expect_rc 0
+    for d in $dead_dirs softvia-job.999999995.0123456789abcdef; do
+        [ ! -e "$ROOT/$d" ] || fail "the next softvia-run left $d (its launcher is gone)"
+    done
+    [ -d "$ROOT/$live_dir" ] || fail "the next softvia-run removed the live launcher's directory $live_dir"
+    for d in "${keep[@]}"; do
+        [ -e "$ROOT/$d" ] || [ -L "$ROOT/$d" ] || fail "the next softvia-run removed $d"
+    done
+    [ -d "$T/target" ] || fail "the clean-up followed a symlink"
+    kill -TERM "$live"
+    wait "$live"
+    [ ! -e "$ROOT/$live_dir" ] || fail "the live launcher did not remove its directory on SIGTERM"
+    ;;
 hosts_bad_args)
     check_usage() {
         run "$@"

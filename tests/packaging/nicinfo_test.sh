@@ -66,6 +66,12 @@ grep -q '^    "progress": "inline",$' "$T/out" || fail "--json: progress is not 
 grep -q '^    "vis_open": 3,$' "$T/out" || fail "--json: expected 3 open VIs"
 grep -Eq '^    "address": "0x[0-9a-f]+",$' "$T/out" || fail "--json: no hex address"
 grep -Eq '^    "mtu": [1-9][0-9]*,$' "$T/out" || fail "--json: no mtu"
+# The page is private to its user (a memfd is born 0777) and, being listed at all, is
+# sealed against shrinking (softvia-nicinfo reads nothing else).
+pfd=$(sed -n 's/^    "fd": \([0-9]*\),$/\1/p' "$T/out")
+mode=$(stat -L -c %a "/proc/$tpid/fd/$pfd" 2>&1)
+[ "$mode" = 600 ] || fail "status page (fd $pfd) has mode '$mode', expected 600"
+grep -q "^    \"uid\": $(id -u),\$" "$T/out" || fail "--json: uid is not $(id -u)"
 # The sending VI: CONNECTED, RR, >= 10 sends done.
 sends=$(sed -n 's/.*"index": [0-9]*, "state": "CONNECTED", .*"reliability": "RR".*"sends_done": \([0-9]*\),.*/\1/p' "$T/out" |
         sort -n | tail -1)

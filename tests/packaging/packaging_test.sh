@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # packaging_test.sh CMAKE BUILD_DIR CONSUMER_SRC GENERATOR MAKE_PROGRAM C_COMPILER VERSION [SANITIZE]
 # Installs the build tree into a temporary prefix with `cmake --install --prefix`, then
-#  (a) builds and runs a consumer project with find_package(softvia) + softvia::vipl,
-#  (b) builds and runs the same program with `cc $(pkg-config --cflags --libs vipl)`,
-#  (c) checks what libvipl exports (only Vip* symbols, all at version VIPL_1.0), its
-#      SONAME and symlinks, and that nicfw is not installed.
+#  checks every installed shared library's SONAME, symlinks, .pc file and CMake target,
+#  (c) checks what libvipl and libamvia export (only their API, at one version node),
+#  (a) builds and runs a consumer project with find_package(softvia): a program on
+#      softvia::vipl (opens a NIC) and one on softvia::amvia (AM request to itself),
+#  (b) builds and runs the same programs with `cc $(pkg-config --cflags --libs vipl|amvia)`,
+#  and checks that nicfw is not installed.
 # Exits 77 (skipped) when a tool it needs is missing.
 set -u
 
@@ -51,43 +53,97 @@ echo "libdir: $lib"
 [ -x "$P/bin/softvia-nicinfo" ] || fail "bin/softvia-nicinfo not installed"
 [ -x "$P/bin/softvia-run" ] || fail "bin/softvia-run not installed"
 
-# SONAME and the symlink chain libvipl.so -> libvipl.so.0 -> libvipl.so.$VERSION.
-[ "$(readlink "$lib/libvipl.so")" = libvipl.so.0 ] || fail "libvipl.so -> $(readlink "$lib/libvipl.so"), expected libvipl.so.0"
-[ "$(readlink "$lib/libvipl.so.0")" = "libvipl.so.$VERSION" ] ||
-    fail "libvipl.so.0 -> $(readlink "$lib/libvipl.so.0"), expected libvipl.so.$VERSION"
-[ -f "$lib/libvipl.so.$VERSION" ] && [ ! -L "$lib/libvipl.so.$VERSION" ] || fail "libvipl.so.$VERSION is not a file"
-soname=$(objdump -p "$lib/libvipl.so.$VERSION" | awk '$1 == "SONAME" { print $2 }')
-[ "$soname" = libvipl.so.0 ] || fail "SONAME is '$soname', expected libvipl.so.0"
+# Every installed shared library follows one pattern (cmake/SoftviaPackaging.cmake,
+# softvia_add_library_package): libX.so -> libX.so.MAJOR -> libX.so.VERSION, SONAME
+# libX.so.MAJOR, X.pc at VERSION with this prefix's directories, and the CMake target
+# softvia::X. A library installed some other way fails here.
+major=${VERSION%%.*}
+targets_file=$lib/cmake/softvia/softviaTargets.cmake
+[ -f "$targets_file" ] || fail "softviaTargets.cmake not installed"
+export PKG_CONFIG_PATH=$lib/pkgconfig
+unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+libs=$(cd "$lib" && ls lib*.so | sed 's/^lib//; s/\.so$//' | sort)
+echo "shared libraries: $(echo $libs)"
+for want in amvia vipl; do
+    echo "$libs" | grep -qx "$want" || fail "lib$want.so not installed"
+done
+for name in $libs; do
+    f=lib$name.so
+    [ "$(readlink "$lib/$f")" = "$f.$major" ] || fail "$f -> $(readlink "$lib/$f"), expected $f.$major"
+    [ "$(readlink "$lib/$f.$major")" = "$f.$VERSION" ] ||
+        fail "$f.$major -> $(readlink "$lib/$f.$major"), expected $f.$VERSION"
+    [ -f "$lib/$f.$VERSION" ] && [ ! -L "$lib/$f.$VERSION" ] || fail "$f.$VERSION is not a file"
+    soname=$(objdump -p "$lib/$f.$VERSION" | awk '$1 == "SONAME" { print $2 }')
+    [ "$soname" = "$f.$major" ] || fail "$f: SONAME is '$soname', expected $f.$major"
+    [ -f "$lib/pkgconfig/$name.pc" ] || fail "$lib/pkgconfig/$name.pc not installed"
+    v=$(pkg-config --modversion "$name" 2>&1) || fail "pkg-config --modversion $name: $v"
+    [ "$v" = "$VERSION" ] || fail "$name.pc version '$v', expected $VERSION"
+    [ "$(pkg-config --variable=libdir "$name")" = "$lib" ] ||
+        fail "$name.pc libdir '$(pkg-config --variable=libdir "$name")', expected $lib"
+    [ "$(pkg-config --variable=includedir "$name")" = "$P/include" ] || fail "$name.pc includedir is not $P/include"
+    grep -q "^add_library(softvia::$name SHARED IMPORTED)" "$targets_file" ||
+        fail "softviaTargets.cmake has no shared target softvia::$name"
+    echo "lib$name: SONAME $soname, $name.pc $v, softvia::$name"
+done
+[ -f "$P/include/am.h" ] || fail "include/am.h not installed"
 
 # nicfw is linked into libvipl: neither its library nor its headers are installed.
 leaked=$(find "$P" \( -iname '*nicfw*' \) -print)
 [ -z "$leaked" ] || fail "nicfw installed: $leaked"
+
+# loads FILE SONAME...: the dynamic loader finds each SONAME for FILE in $lib (not in
+# the build tree), without LD_LIBRARY_PATH.
+loads() {
+    local f=$1 so got
+    shift
+    env -u LD_LIBRARY_PATH ldd "$f" >"$T/log" 2>&1 || fail "ldd $f failed"
+    for so in "$@"; do
+        got=$(awk -v n="$so" '$1 == n && $2 == "=>" { print $3 }' "$T/log")
+        [ -n "$got" ] && [ "$(realpath "$got")" = "$(realpath "$lib/$so")" ] ||
+            fail "$f does not load $lib/$so (got '$got')"
+    done
+}
+# Installed programs and libraries find softvia's libraries in the prefix (RUNPATH).
+loads "$P/bin/vipl_bench" "libvipl.so.$major"
+loads "$lib/libamvia.so.$major" "libvipl.so.$major"
 
 # The installed tool runs (it needs nothing but the kernel's /proc).
 "$P/bin/softvia-nicinfo" --pid $$ >"$T/log" 2>&1 || fail "installed softvia-nicinfo failed"
 grep -qx 'no softvia NICs open' "$T/log" || fail "installed softvia-nicinfo: unexpected output"
 
 # ---- (c) exported symbols ---------------------------------------------------------------
-step "exported symbols of libvipl.so.$VERSION"
-so=$lib/libvipl.so.$VERSION
-nm -D --defined-only "$so" >"$T/nm" 2>&1 || { cp "$T/nm" "$T/log"; fail "nm -D failed"; }
-# Every defined dynamic symbol is a Vip* function, except the version node itself.
-bad=$(awk '{ n = $NF } n != "VIPL_1.0" && n !~ /^Vip/' "$T/nm")
-[ -z "$bad" ] || { cp "$T/nm" "$T/log"; fail "libvipl exports non-Vip symbols: $(echo $bad | head -c 400)"; }
-nsyms=$(awk '$NF ~ /^Vip/' "$T/nm" | wc -l)
-[ "$nsyms" -ge 30 ] || { cp "$T/nm" "$T/log"; fail "only $nsyms Vip* symbols exported"; }
-for s in VipOpenNic VipCloseNic VipQueryNic VipCreateVi VipPostSend VipPostRecv VipConnectPeerRequest \
-         VipExtOpenNic VipExtReturnString VipExtQueryNicCounters; do
-    grep -Eq " T $s(@@VIPL_1\.0)?\$" "$T/nm" || { cp "$T/nm" "$T/log"; fail "$s not exported"; }
-done
-# Versions: objdump -T lists "... section size version name"; every defined symbol
-# must carry VIPL_1.0 (the default version, shown without parentheses).
-objdump -T "$so" >"$T/objdump" 2>&1 || { cp "$T/objdump" "$T/log"; fail "objdump -T failed"; }
-unversioned=$(awk '/^[0-9a-f]+ / && $0 !~ /\*UND\*/ && $(NF-1) != "VIPL_1.0" { print $NF " (" $(NF-1) ")" }' "$T/objdump")
-[ -z "$unversioned" ] || { cp "$T/objdump" "$T/log"; fail "symbols without version VIPL_1.0: $(echo $unversioned | head -c 400)"; }
-ndef=$(awk '/^[0-9a-f]+ / && $0 !~ /\*UND\*/ && $(NF-1) == "VIPL_1.0" && $NF ~ /^Vip/' "$T/objdump" | wc -l)
-[ "$ndef" -eq "$nsyms" ] || fail "objdump -T shows $ndef Vip* symbols at VIPL_1.0, nm -D $nsyms"
-echo "$nsyms Vip* symbols, all at VIPL_1.0"
+# check_exports NAME NODE PATTERN MIN SYMBOL...: every defined dynamic symbol of
+# libNAME is its version node or matches PATTERN (an awk regex), at least MIN do, all
+# carry version NODE, and each SYMBOL is an exported function.
+check_exports() {
+    local name=$1 node=$2 pat=$3 min=$4 so bad nsyms unversioned ndef s
+    shift 4
+    so=$lib/lib$name.so.$VERSION
+    step "exported symbols of lib$name.so.$VERSION"
+    nm -D --defined-only "$so" >"$T/nm" 2>&1 || { cp "$T/nm" "$T/log"; fail "nm -D $so failed"; }
+    bad=$(awk -v node="$node" -v pat="$pat" '{ n = $NF; sub(/@.*/, "", n) } n != node && n !~ pat { print n }' "$T/nm")
+    [ -z "$bad" ] || { cp "$T/nm" "$T/log"; fail "lib$name exports symbols outside its API: $(echo $bad | head -c 400)"; }
+    nsyms=$(awk -v pat="$pat" '$NF ~ pat' "$T/nm" | wc -l)
+    [ "$nsyms" -ge "$min" ] || { cp "$T/nm" "$T/log"; fail "lib$name: only $nsyms API symbols exported"; }
+    for s in "$@"; do
+        grep -Eq " T $s(@@$node)?\$" "$T/nm" || { cp "$T/nm" "$T/log"; fail "lib$name: $s not exported"; }
+    done
+    # objdump -T lists "... section size version name"; every defined symbol must carry
+    # NODE (the default version, shown without parentheses).
+    objdump -T "$so" >"$T/objdump" 2>&1 || { cp "$T/objdump" "$T/log"; fail "objdump -T $so failed"; }
+    unversioned=$(awk -v node="$node" '/^[0-9a-f]+ / && $0 !~ /\*UND\*/ && $(NF-1) != node { print $NF " (" $(NF-1) ")" }' "$T/objdump")
+    [ -z "$unversioned" ] || { cp "$T/objdump" "$T/log"; fail "lib$name: symbols without version $node: $(echo $unversioned | head -c 400)"; }
+    ndef=$(awk -v node="$node" -v pat="$pat" '/^[0-9a-f]+ / && $0 !~ /\*UND\*/ && $(NF-1) == node && $NF ~ pat' "$T/objdump" | wc -l)
+    [ "$ndef" -eq "$nsyms" ] || fail "lib$name: objdump -T shows $ndef API symbols at $node, nm -D $nsyms"
+    echo "$nsyms symbols, all at $node"
+}
+check_exports vipl VIPL_1.0 '^Vip' 30 VipOpenNic VipCloseNic VipQueryNic VipCreateVi VipPostSend \
+    VipPostRecv VipConnectPeerRequest VipExtOpenNic VipExtReturnString VipExtQueryNicCounters
+# The AM-2 API (AM_*) and softvia's AM extensions (AMX_*), SPMD start-up included;
+# not the launcher's sv_boot_* that libamvia carries inside.
+check_exports amvia AMVIA_1.0 '^AMX?_' 40 AM_Init AM_Terminate AM_AllocateBundle AM_AllocateEndpoint \
+    AM_Map AM_SetHandler AM_Poll AM_SetSeg AMX_Request AMX_Reply AMX_ErrorString AMX_SPMDStartup \
+    AMX_SPMDMyProc AMX_SPMDNumProcs AMX_SPMDBarrier AMX_SPMDAllGather AMX_SPMDExit
 
 # ---- (a) CMake consumer ----------------------------------------------------------------
 step "find_package(softvia) consumer"
@@ -102,28 +158,33 @@ cmake_args+=(-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKA
 "$CMAKE" "${cmake_args[@]}" >"$T/log" 2>&1 || fail "consumer configure failed"
 grep -q "softvia $VERSION from $lib/cmake/softvia" "$T/log" || fail "consumer did not find softvia $VERSION in $P"
 "$CMAKE" --build "$T/consumer" >"$T/log" 2>&1 || fail "consumer build failed"
-"$T/consumer/app" >"$T/log" 2>&1 || fail "consumer app failed"
-tail -1 "$T/log" | grep -qx OK || fail "consumer app did not print OK"
-cat "$T/log"
-# It runs against the installed library, not the build tree's.
-ldd "$T/consumer/app" >"$T/log" 2>&1
-grep -q "libvipl.so.0 => $lib/libvipl.so.0" "$T/log" || fail "consumer app does not load $lib/libvipl.so.0"
+# run PROGRAM: runs it, which must print OK last.
+run_app() {
+    "$@" >"$T/log" 2>&1 || fail "$1 failed"
+    tail -1 "$T/log" | grep -qx OK || fail "$1 did not print OK"
+    cat "$T/log"
+}
+run_app "$T/consumer/app"
+run_app "$T/consumer/am_app"
+# They run against the installed libraries, not the build tree's.
+loads "$T/consumer/app" "libvipl.so.$major"
+loads "$T/consumer/am_app" "libamvia.so.$major" "libvipl.so.$major"
 
 # ---- (b) pkg-config --------------------------------------------------------------------
-step "pkg-config vipl"
-export PKG_CONFIG_PATH=$lib/pkgconfig
-unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
-v=$(pkg-config --modversion vipl 2>&1) || fail "pkg-config --modversion vipl: $v"
-[ "$v" = "$VERSION" ] || fail "vipl.pc version '$v', expected $VERSION"
-flags=$(pkg-config --cflags --libs vipl 2>&1) || fail "pkg-config --cflags --libs vipl: $flags"
-echo "pkg-config --cflags --libs vipl: $flags"
-[ "$(pkg-config --variable=libdir vipl)" = "$lib" ] || fail "vipl.pc libdir '$(pkg-config --variable=libdir vipl)', expected $lib"
-[ "$(pkg-config --variable=includedir vipl)" = "$P/include" ] || fail "vipl.pc includedir is not $P/include"
-# shellcheck disable=SC2086  # word splitting of the flags is intended
-"$CC_BIN" -Wall -Wextra -Werror "${san_flags[@]}" -o "$T/app_pc" "$CONSUMER/app.c" $flags >"$T/log" 2>&1 ||
-    fail "cc app.c \$(pkg-config --cflags --libs vipl) failed"
-LD_LIBRARY_PATH=$lib "$T/app_pc" >"$T/log" 2>&1 || fail "pkg-config app failed"
-tail -1 "$T/log" | grep -qx OK || fail "pkg-config app did not print OK"
-cat "$T/log"
+# Not installed in a system directory: the programs find the libraries this way.
+export LD_LIBRARY_PATH=$lib
+# pkgconf_app SRC PC OUT: cc SRC $(pkg-config --cflags --libs PC) -o OUT, then runs it.
+pkgconf_app() {
+    local src=$1 pc=$2 out=$3 flags
+    step "pkg-config $pc"
+    flags=$(pkg-config --cflags --libs "$pc" 2>&1) || fail "pkg-config --cflags --libs $pc: $flags"
+    echo "pkg-config --cflags --libs $pc: $flags"
+    # shellcheck disable=SC2086  # word splitting of the flags is intended
+    "$CC_BIN" -Wall -Wextra -Werror "${san_flags[@]}" -o "$out" "$src" $flags >"$T/log" 2>&1 ||
+        fail "cc $(basename "$src") \$(pkg-config --cflags --libs $pc) failed"
+    run_app "$out"
+}
+pkgconf_app "$CONSUMER/app.c" vipl "$T/app_pc"
+pkgconf_app "$CONSUMER/am_app.c" amvia "$T/am_app_pc"
 
 echo "PASS"

@@ -91,7 +91,13 @@ TEST_F(HostMem, FaultsOnEitherSideComeBackAsEfault) {
     EXPECT_EQ(-EFAULT, hm::store64(ro.p, 1));
     EXPECT_EQ(-EFAULT, hm::store32(hole, 1));
     EXPECT_EQ(0, hm::copy(hole, ok.p, 0));  // 0 bytes touch nothing
-    EXPECT_GE(hm::faults() - before, 5u * 8 + 2);
+    uint32_t v = 7;
+    EXPECT_FALSE(hm::load32_acquire(reinterpret_cast<const uint32_t*>(none.p), &v));
+    EXPECT_FALSE(hm::load32_acquire(reinterpret_cast<const uint32_t*>(hole), &v));
+    memcpy(ok.p, "\xff\xff\xff\xff", 4);  // all ones is a value, not a fault
+    EXPECT_TRUE(hm::load32_acquire(reinterpret_cast<const uint32_t*>(ok.p), &v));
+    EXPECT_EQ(0xffffffffu, v);
+    EXPECT_GE(hm::faults() - before, 5u * 8 + 4);
 }
 
 TEST_F(HostMem, CopyThatRunsIntoAHoleStopsThere) {

@@ -5,6 +5,11 @@
  *                                      [--progress inline|thread] [--reliability U|RD|RR]
  *                                      [--csv FILE] [--only lat|bw|rdma]
  *
+ * It runs over the NIC VipOpenNic(NULL) opens: whatever SOFTVIA_DEVICE names (shm by
+ * default; udp, dpdk, verbs, docs/transports.md). The first line of the output names
+ * it (the NIC's Name), and so does the default --label of the CSV rows ("vipl-" and the
+ * name without its "softvia-" prefix).
+ *
  * Rank 0 and rank 1 connect one VI peer-to-peer. Latency: rank 0 sends, rank 1 echoes;
  * one-way time is half of each round trip; median and p99 over all iterations.
  * Streaming: rank 0 keeps a window of sends in flight, rank 1 reposts receives; the
@@ -323,7 +328,7 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
     const char *sizes = "4,8,64,256,1024,4096,16384,65536", *csvpath = NULL, *only = NULL;
-    const char *progress = "inline", *rel = "RD", *label = "vipl-shm";
+    const char *progress = "inline", *rel = "RD", *label = NULL;
     int iters = 20000, msgs = 0, idle = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -351,6 +356,13 @@ int main(int argc, char **argv) {
     CK(VipExtOpenNic(NULL, &opt, &c.nic));
     VIP_NIC_ATTRIBUTES na;
     CK(VipQueryNic(c.nic, &na));
+    char nicname[sizeof na.Name + 1], deflabel[sizeof na.Name + 8];
+    snprintf(nicname, sizeof nicname, "%.*s", (int)sizeof na.Name, (const char *)na.Name);
+    if (!label) {
+        const char *wire = strncmp(nicname, "softvia-", 8) ? nicname : nicname + 8;
+        snprintf(deflabel, sizeof deflabel, "vipl-%s", wire);
+        label = deflabel;
+    }
     CK(VipCreatePtag(c.nic, &c.ptag));
     VIP_VI_ATTRIBUTES va = {0};
     va.ReliabilityLevel = !strcmp(rel, "U") ? VIP_SERVICE_UNRELIABLE
@@ -410,8 +422,8 @@ int main(int argc, char **argv) {
         if (!csv) DIE("cannot open %s", csvpath);
     }
     if (rank == 0)
-        printf("# vipl_bench: shm, progress=%s, reliability=%s, idle VIs=%d, one-way latency in us\n",
-               progress, rel, idle);
+        printf("# vipl_bench: %s, progress=%s, reliability=%s, idle VIs=%d, one-way latency in us\n",
+               nicname, progress, rel, idle);
     sv_boot_barrier(30000);
     if (!only || !strcmp(only, "lat")) {
         if (rank == 0) printf("%-10s %8s %10s %10s\n", "test", "bytes", "median_us", "p99_us");

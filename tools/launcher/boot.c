@@ -248,14 +248,20 @@ static int wait_read(const char *key, void *val, size_t cap, size_t *len, int64_
     }
 }
 
+/* A copy of this file built into a library (libamvia) counts its collectives apart
+ * from the program's own copy: SV_BOOT_COLL_NS keeps their keys apart too. */
+#ifndef SV_BOOT_COLL_NS
+#define SV_BOOT_COLL_NS ""
+#endif
+
 /* Internal keys start with '@', which user keys cannot contain.
  * rank < 0 names the combined result published by rank 0. */
 static void coll_key(char *out, size_t cap, char kind, unsigned long epoch, int rank)
 {
     if (rank < 0)
-        snprintf(out, cap, "@%c.%lu.all", kind, epoch);
+        snprintf(out, cap, "@" SV_BOOT_COLL_NS "%c.%lu.all", kind, epoch);
     else
-        snprintf(out, cap, "@%c.%lu.%d", kind, epoch, rank);
+        snprintf(out, cap, "@" SV_BOOT_COLL_NS "%c.%lu.%d", kind, epoch, rank);
 }
 
 /* ---- public API ---------------------------------------------------------------- */

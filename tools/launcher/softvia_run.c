@@ -4,8 +4,9 @@
  *                    [--hosts H [--mtu BYTES] [--at MS:HOST:down|up] [--exec-at MS:HOST:CMD]
  *                     [--at-from KEY]] [--] program [args...]
  *
- * Creates the job directory described in softvia_boot.h, starts the ranks,
- * waits for them, and removes the directory. The first failing rank decides
+ * Creates the job directory described in softvia_boot.h (first removing those of
+ * this user that a killed launcher left), starts the ranks, waits for them, and
+ * removes the directory. The first failing rank decides
  * the exit status and brings the others down (SIGTERM, then SIGKILL after
  * 2 s). All waiting happens in one poll() loop over a signalfd (SIGCHLD,
  * SIGINT, SIGTERM, SIGHUP) and, with --tag-output, the ranks' output pipes.
@@ -28,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -111,6 +114,7 @@ static struct {
     int live;
     char job_dir[PATH_MAX];
     int have_job_dir;
+    int lock_fd; /* <job_dir>/.launcher, flocked while we live */
     int *cpus; /* CPUs we may run on, for --pin */
     int ncpus;
 
@@ -124,7 +128,7 @@ static struct {
     enum phase phase;
     int64_t kill_at;
     int decided, exit_code, exit_sig;
-} L = {.sfd = -1, .mtu = 1500, .clock_origin = -1};
+} L = {.sfd = -1, .lock_fd = -1, .mtu = 1500, .clock_origin = -1};
 
 /* Output buffer reused for tagged writes. */
 static char *obuf;
@@ -292,7 +296,13 @@ static void parse_args(int argc, char **argv)
                   "                  namespace (with SOFTVIA_HOST* set); a failing CMD fails the\n"
                   "                  job, one still running when the job ends is killed\n"
                   "  --at-from KEY   count the MS of --at/--exec-at from the moment a rank\n"
-                  "                  stores KEY (sv_boot_put), not from the ranks' start\n",
+                  "                  stores KEY (sv_boot_put), not from the ranks' start\n"
+                  "\n"
+                  "The job directory is ${SOFTVIA_JOB_ROOT:-/dev/shm}/softvia-job.<pid>.<hex>,\n"
+                  "removed when the launcher exits. If the launcher is killed (SIGKILL), the\n"
+                  "ranks die with it (not processes they started themselves) and the next\n"
+                  "softvia-run removes the directory: it removes this user's job directories\n"
+                  "whose launcher is gone (never another user's).\n",
                   stdout);
             exit(0);
         case ':':
@@ -439,6 +449,96 @@ static int mkdir_0700(const char *path)
     return chmod(path, 0700);
 }
 
+/* ---- leftovers of launchers that died ---------------------------------------------
+ * A launcher holds an exclusive flock on <job dir>/.launcher for as long as it lives;
+ * the kernel drops it when the process dies, however it dies. The file is locked
+ * before it is given that name, so a lockable .launcher means a dead launcher. */
+
+#define LOCK_NAME ".launcher"
+#define NOLOCK_AGE_S 60 /* a directory without .launcher older than this may be stale */
+
+/* "softvia-job.<pid>.<16 hex digits>", the names make_job_dir gives; *pid: the pid. */
+static int job_dir_name(const char *name, long *pid)
+{
+    static const char prefix[] = "softvia-job.";
+    const char *p = name + sizeof prefix - 1;
+    long v = 0;
+    int nd = 0;
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0)
+        return 0;
+    for (; *p >= '0' && *p <= '9' && nd < 10; p++, nd++)
+        v = v * 10 + (*p - '0');
+    if (nd == 0 || *p++ != '.')
+        return 0;
+    for (nd = 0; p[nd] != '\0'; nd++)
+        if (!((p[nd] >= '0' && p[nd] <= '9') || (p[nd] >= 'a' && p[nd] <= 'f')))
+            return 0;
+    if (nd != 16)
+        return 0;
+    *pid = v;
+    return 1;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw);
+
+/* Removes the job directories under root (a directory fd; root_path its name) that
+ * this user owns and whose launcher is gone. Another user's are never touched. */
+static void remove_stale_job_dirs(const char *root_path)
+{
+    int dfd = open(root_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    struct dirent *e;
+    if (d == NULL) {
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char rel[NAME_MAX + sizeof "/" LOCK_NAME], path[PATH_MAX];
+        struct stat st;
+        long pid;
+        int lfd, gone;
+        if (!job_dir_name(e->d_name, &pid) ||
+            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != geteuid())
+            continue;
+        snprintf(rel, sizeof rel, "%s/" LOCK_NAME, e->d_name);
+        lfd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+        if (lfd >= 0) {
+            gone = flock(lfd, LOCK_EX | LOCK_NB) == 0; /* held until removed */
+        } else {
+            /* No lock: a launcher killed between its mkdir and its lock (a moment's
+             * window), or an older softvia-run. Gone when its pid is, and not new. */
+            gone = errno == ENOENT && time(NULL) - st.st_mtime > NOLOCK_AGE_S &&
+                   kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+        }
+        if (gone && snprintf(path, sizeof path, "%s/%s", strcmp(root_path, "/") == 0 ? "" : root_path,
+                             e->d_name) < (int)sizeof path)
+            nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        if (lfd >= 0)
+            close(lfd);
+    }
+    closedir(d);
+}
+
+/* <job dir>/.launcher, locked, for as long as we live (O_CLOEXEC: the ranks do not
+ * hold it). Made under a temporary name and renamed once locked. */
+static int lock_job_dir(void)
+{
+    char tmp[sizeof L.job_dir + 16], final[sizeof L.job_dir + 16];
+    char line[64];
+    int n;
+    snprintf(tmp, sizeof tmp, "%s/" LOCK_NAME ".tmp", L.job_dir);
+    snprintf(final, sizeof final, "%s/" LOCK_NAME, L.job_dir);
+    L.lock_fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (L.lock_fd < 0 || flock(L.lock_fd, LOCK_EX) != 0)
+        return -1;
+    n = snprintf(line, sizeof line, "softvia-run pid %ld\n", (long)L.self);
+    if (write(L.lock_fd, line, (size_t)n) != n || rename(tmp, final) != 0)
+        return -1;
+    return 0;
+}
+
 static int make_job_dir(void)
 {
     const char *root = getenv("SOFTVIA_JOB_ROOT");
@@ -453,6 +553,7 @@ static int make_job_dir(void)
               strerror(errno));
         return -1;
     }
+    remove_stale_job_dirs(abs);
     for (int tries = 0;; tries++) {
         int n = snprintf(L.job_dir, sizeof L.job_dir, "%s/softvia-job.%ld.%016llx",
                          strcmp(abs, "/") == 0 ? "" : abs, (long)L.self,
@@ -472,6 +573,10 @@ static int make_job_dir(void)
     }
     free(abs);
     L.have_job_dir = 1;
+    if (lock_job_dir() != 0) {
+        complain("cannot create '%s/" LOCK_NAME "': %s", L.job_dir, strerror(errno));
+        return -1;
+    }
     snprintf(sub, sizeof sub, "%s/names", L.job_dir);
     if (mkdir_0700(sub) != 0)
         goto fail;
@@ -500,6 +605,9 @@ static void remove_job_dir(void)
     /* Depth first, and never follow a symlink a rank may have planted. */
     nftw(L.job_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     L.have_job_dir = 0;
+    if (L.lock_fd >= 0) /* after the removal: nobody else may take it for stale first */
+        close(L.lock_fd);
+    L.lock_fd = -1;
 }
 
 /* ---- tagged output ----------------------------------------------------------------- */

@@ -1,17 +1,22 @@
 // softvia-nicinfo: list the softvia NICs open on this host, like ibv_devinfo, plus
 // their counters.
 //
-// Every NIC publishes a status page: a memfd named "softvia-nic" laid out as a
-// nicfw_status_page followed by max_vi nicfw_vi_status entries (nicfw/abi.h). We find
-// those memfds through /proc/<pid>/fd, open them read-only through the same magic link
-// and map them. The page is written by the NIC's firmware while we read it: counters
-// may be a step apart from each other, which is fine for a status tool.
+// Every NIC publishes a status page: a memfd named "softvia-nic" (mode 0600, sealed
+// against shrinking and growing) laid out as a nicfw_status_page followed by max_vi
+// nicfw_vi_status entries (nicfw/abi.h). We find those memfds through /proc/<pid>/fd,
+// open them read-only through the same magic link and copy them out with pread. Any
+// process can keep a file of that name, so nothing in it is trusted: we read only
+// sealed memfds (never a mapping: a file that shrinks under a mapping is SIGBUS), and
+// check every field against the page's size before printing it. The page is written
+// by the NIC's firmware while we read it: counters may be a step apart from each
+// other, which is fine for a status tool.
 #include <nicfw/abi.h>
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <sys/mman.h>
+#include <fcntl.h>  // F_GET_SEALS (glibc 2.27+)
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,49 +56,34 @@ void usage(FILE* f) {
             "             all zero are hidden; the number of open VIs is always shown)\n"
             "  -h, --help this text\n"
             "\n"
-            "Processes whose file descriptors we may not read are skipped with a note on\n"
-            "stderr. Exit status: 0 success (also when no NIC is open: \"no softvia NICs\n"
-            "open\"), 1 --pid names no process, 2 bad usage.\n",
+            "Whose NICs: a user's own processes only; root, every process (the owner's uid\n"
+            "is shown). A status page is read only if it is a memfd sealed against\n"
+            "shrinking, as softvia's NICs make them; it is copied out (never mapped) and\n"
+            "every field is checked against its size, so a page another process fakes or\n"
+            "changes under us is skipped with a note on stderr, never trusted. Processes\n"
+            "whose file descriptors we may not read are skipped with a note on stderr.\n"
+            "Exit status: 0 success (also when no NIC is open: \"no softvia NICs open\"),\n"
+            "1 --pid names no process, 2 bad usage.\n",
             kProg);
 }
 
 // ---------------------------------------------------------------- reading the page
-// Relaxed atomic loads: one access per field, never torn on the 64-bit hosts we run
-// on, and the compiler may not re-read or merge them.
-template <class T>
-T ld(const T* p) {
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-nicfw_counters load_counters(const nicfw_counters* c) {
-    nicfw_counters r;
-    r.tx_frames = ld(&c->tx_frames);
-    r.tx_bytes = ld(&c->tx_bytes);
-    r.rx_frames = ld(&c->rx_frames);
-    r.rx_bytes = ld(&c->rx_bytes);
-    r.sends_done = ld(&c->sends_done);
-    r.recvs_done = ld(&c->recvs_done);
-    r.drops = ld(&c->drops);
-    r.errors = ld(&c->errors);
-    r.retransmits = ld(&c->retransmits);
-    return r;
-}
+// The page is copied out with pread (a file that shrinks under a read gives a short
+// read, never SIGBUS); fields are then read from that private copy only.
 
 bool all_zero(const nicfw_counters& c) {
     return (c.tx_frames | c.tx_bytes | c.rx_frames | c.rx_bytes | c.sends_done | c.recvs_done |
             c.drops | c.errors | c.retransmits) == 0;
 }
 
-// A fixed-size char field of the page as a string: stops at NUL or the field's end,
-// replaces anything unprintable so the output (and the JSON) stays well formed.
-std::string field_str(const char* f, size_t n) {
-    std::string s;
-    for (size_t i = 0; i < n; i++) {
-        char ch = ld(&f[i]);
-        if (ch == '\0') break;
-        s.push_back(ch >= 0x20 && ch < 0x7f ? ch : '?');
-    }
-    return s;
+// A NUL-terminated char field of the page as a string; unprintable characters are
+// replaced so the output (and the JSON) stays well formed. False: no NUL in the field.
+bool field_str(const char* f, size_t n, std::string* out) {
+    const char* end = static_cast<const char*>(memchr(f, '\0', n));
+    if (!end) return false;
+    out->clear();
+    for (const char* p = f; p < end; p++) out->push_back(*p >= 0x20 && *p < 0x7f ? *p : '?');
+    return true;
 }
 
 struct ViInfo {
@@ -107,6 +97,7 @@ struct ViInfo {
 
 struct NicInfo {
     long pid;       // the process we found it in (our /proc's numbering)
+    uid_t uid;      // that process's owner
     int fd;         // its descriptor number there
     uint32_t page_pid;  // what the page says (differs across PID namespaces, or after fork)
     std::string device, transport, progress, addr_hex;
@@ -135,56 +126,78 @@ const char* reliability_name(uint16_t r) {
     }
 }
 
-// Copies what we print out of a mapped page. len: bytes mapped (the memfd's size).
-bool read_page(const void* base, size_t len, long pid, int fd, NicInfo* out, std::string* why) {
-    auto* pg = static_cast<const nicfw_status_page*>(base);
-    uint64_t magic = __atomic_load_n(&pg->magic, __ATOMIC_ACQUIRE);  // written last
-    if (magic != NICFW_STATUS_MAGIC) {
-        *why = magic == 0 ? "status page not initialised yet (NIC being opened)"
-                          : "bad status page magic";
+// Biggest page we read: a header and 65536 VI slots (a NIC has NICFW_MAX_VI today).
+constexpr size_t kMaxPageBytes = sizeof(nicfw_status_page) + 65536 * sizeof(nicfw_vi_status);
+
+// Checks every field of a page copy (buf, len bytes) before using it, and copies what
+// we print. Nothing in the page is trusted: it may be anyone's file.
+bool read_page(const unsigned char* buf, size_t len, long pid, uid_t uid, int fd, NicInfo* out,
+               std::string* why) {
+    nicfw_status_page pg;
+    if (len < sizeof pg) {
+        *why = "too small for a status page (" + std::to_string(len) + " bytes)";
         return false;
     }
-    uint32_t abi = ld(&pg->abi_version);
-    if (abi != NICFW_ABI_VERSION) {
-        *why = "status page ABI version " + std::to_string(abi) + ", this tool reads " +
+    memcpy(&pg, buf, sizeof pg);
+    if (pg.magic != NICFW_STATUS_MAGIC) {
+        *why = pg.magic == 0 ? "status page not initialised yet (NIC being opened)"
+                             : "bad status page magic";
+        return false;
+    }
+    if (pg.abi_version != NICFW_ABI_VERSION) {
+        *why = "status page ABI version " + std::to_string(pg.abi_version) + ", this tool reads " +
                std::to_string(NICFW_ABI_VERSION);
         return false;
     }
+    // The page is exactly a header and max_vi slots: the size the NIC made it.
+    uint64_t want = sizeof pg + uint64_t{pg.max_vi} * sizeof(nicfw_vi_status);
+    if (pg.max_vi == 0 || want != len) {
+        *why = "max_vi " + std::to_string(pg.max_vi) + " does not match the page size (" +
+               std::to_string(len) + " bytes)";
+        return false;
+    }
+    if (pg.vi_hwm > pg.max_vi) {
+        *why = "vi_hwm " + std::to_string(pg.vi_hwm) + " beyond max_vi " + std::to_string(pg.max_vi);
+        return false;
+    }
+    if (pg.addr_len > NICFW_MAX_ADDR) {
+        *why = "address length " + std::to_string(pg.addr_len) + " beyond " +
+               std::to_string(NICFW_MAX_ADDR);
+        return false;
+    }
     NicInfo n;
+    if (!field_str(pg.device, sizeof pg.device, &n.device) ||
+        !field_str(pg.transport, sizeof pg.transport, &n.transport) ||
+        !field_str(pg.progress, sizeof pg.progress, &n.progress)) {
+        *why = "a name field (device, transport, progress) is not terminated";
+        return false;
+    }
     n.pid = pid;
+    n.uid = uid;
     n.fd = fd;
-    n.page_pid = ld(&pg->pid);
-    n.device = field_str(pg->device, sizeof pg->device);
-    n.transport = field_str(pg->transport, sizeof pg->transport);
-    n.progress = field_str(pg->progress, sizeof pg->progress);
-    uint32_t alen = std::min<uint32_t>(ld(&pg->addr_len), NICFW_MAX_ADDR);
+    n.page_pid = pg.pid;
     n.addr_hex = "0x";
-    for (uint32_t i = 0; i < alen; i++) {
+    for (uint32_t i = 0; i < pg.addr_len; i++) {
         char b[3];
-        snprintf(b, sizeof b, "%02x", ld(&pg->addr[i]));
+        snprintf(b, sizeof b, "%02x", pg.addr[i]);
         n.addr_hex += b;
     }
-    n.mtu = ld(&pg->mtu);
-    n.max_vi = ld(&pg->max_vi);
-    n.vi_hwm = ld(&pg->vi_hwm);
-    n.peers = ld(&pg->peers);
-    n.nic = load_counters(&pg->nic);
-
-    // Never read past what the memfd holds, whatever the header claims.
-    size_t fit = (len - sizeof(nicfw_status_page)) / sizeof(nicfw_vi_status);
-    uint32_t slots = std::min<uint32_t>(n.max_vi, static_cast<uint32_t>(std::min<size_t>(fit, UINT32_MAX)));
-    uint32_t hwm = std::min(n.vi_hwm, slots);
-    auto* vs = reinterpret_cast<const nicfw_vi_status*>(pg + 1);
-    for (uint32_t i = 0; i < hwm; i++) {
-        uint32_t st = ld(&vs[i].state);
-        if (st == kSlotUnused) continue;
+    n.mtu = pg.mtu;
+    n.max_vi = pg.max_vi;
+    n.vi_hwm = pg.vi_hwm;
+    n.peers = pg.peers;
+    n.nic = pg.nic;
+    for (uint32_t i = 0; i < pg.vi_hwm; i++) {  // vi_hwm <= max_vi: within len
+        nicfw_vi_status vs;
+        memcpy(&vs, buf + sizeof pg + size_t{i} * sizeof vs, sizeof vs);
+        if (vs.state == kSlotUnused) continue;
         ViInfo v;
         v.index = i;
-        v.state = st;
-        v.reliability = ld(&vs[i].reliability);
-        v.peer = ld(&vs[i].peer);
-        v.remote_vi = ld(&vs[i].remote_vi);
-        v.c = load_counters(&vs[i].c);
+        v.state = vs.state;
+        v.reliability = vs.reliability;
+        v.peer = vs.peer;
+        v.remote_vi = vs.remote_vi;
+        v.c = vs.c;
         n.vis.push_back(v);
         n.vis_open++;
     }
@@ -197,6 +210,7 @@ struct Scan {
     std::vector<NicInfo> nics;
     std::set<std::pair<dev_t, ino_t>> seen;  // one page may be reachable from several fds
     long unreadable = 0;                     // processes whose fd table we may not list
+    long others = 0;                         // other users' processes, not searched
 };
 
 bool is_status_memfd(const char* link, ssize_t n) {
@@ -213,53 +227,103 @@ void note(long pid, int fd, const char* what, const std::string& why) {
         fprintf(stderr, "%s: pid %ld: %s: %s (skipped)\n", kProg, pid, what, why.c_str());
 }
 
-void scan_fd(Scan* sc, long pid, int fdnum) {
+struct Fd {  // closes on every return path
+    int fd;
+    explicit Fd(int f) : fd(f) {}
+    ~Fd() {
+        if (fd >= 0) close(fd);
+    }
+};
+
+// Reads the whole file at fd into buf; false if it does not hold len bytes.
+bool pread_all(int fd, unsigned char* buf, size_t len, off_t off) {
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(fd, buf + got, len - got, off + static_cast<off_t>(got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        got += static_cast<size_t>(r);
+    }
+    return true;
+}
+
+void scan_fd(Scan* sc, long pid, uid_t uid, int fdnum) {
     char path[64], link[256];
     snprintf(path, sizeof path, "/proc/%ld/fd/%d", pid, fdnum);
     ssize_t n = readlink(path, link, sizeof link);
     if (n <= 0 || n >= static_cast<ssize_t>(sizeof link)) return;  // gone, or not ours
     if (!is_status_memfd(link, n)) return;
 
-    // The descriptor may be closed and its number reused between readlink and open:
-    // O_NONBLOCK keeps a FIFO from blocking us, and we check what we got below.
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
+    // The descriptor may be closed and its number reused between readlink and open. An
+    // O_PATH open has no side effects (no FIFO or device is opened), and lets us check
+    // that it is still a memfd (a regular file on the kernel's tmpfs) before opening it
+    // for reading through our own descriptor.
+    Fd pfd(open(path, O_PATH | O_CLOEXEC));
+    if (pfd.fd < 0) {
         if (errno != ENOENT) note(pid, fdnum, "cannot open status page", strerror(errno));
         return;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+    struct statfs sfs;
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", pfd.fd);
+    n = readlink(self, link, sizeof link);
+    if (fstat(pfd.fd, &st) != 0 || !S_ISREG(st.st_mode) || fstatfs(pfd.fd, &sfs) != 0 ||
+        (sfs.f_type != TMPFS_MAGIC && sfs.f_type != HUGETLBFS_MAGIC) || n <= 0 ||
+        n >= static_cast<ssize_t>(sizeof link) || !is_status_memfd(link, n))
+        return;  // replaced by something else since the readlink
+    Fd fd(open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+    if (fd.fd < 0) {
+        note(pid, fdnum, "cannot open status page", strerror(errno));
         return;
     }
-    if (static_cast<size_t>(st.st_size) < sizeof(nicfw_status_page)) {
-        note(pid, fdnum, "status page", "too small (" + std::to_string(st.st_size) + " bytes)");
-        close(fd);
+    // Sealed against shrinking: nobody can take bytes away while we read (softvia's
+    // NICs seal their pages; a page that is not sealed is not one of theirs).
+    int seals = fcntl(fd.fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        note(pid, fdnum, "status page", "not sealed against shrinking");
         return;
     }
-    if (!sc->seen.insert({st.st_dev, st.st_ino}).second) {  // already listed
-        close(fd);
-        return;
-    }
+    if (fstat(fd.fd, &st) != 0) return;
+    if (!sc->seen.insert({st.st_dev, st.st_ino}).second) return;  // already listed
     size_t len = static_cast<size_t>(st.st_size);
-    void* p = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        note(pid, fdnum, "cannot map status page", strerror(errno));
+    if (st.st_size < static_cast<off_t>(sizeof(nicfw_status_page)) || len > kMaxPageBytes) {
+        note(pid, fdnum, "status page", "size " + std::to_string(st.st_size) + " bytes is not a status page's");
+        return;
+    }
+    // The magic first, in a read of its own: the NIC stores it last (release), so a
+    // valid magic means the header was complete before the second read began.
+    std::vector<unsigned char> buf(len);
+    errno = 0;
+    if (!pread_all(fd.fd, buf.data(), sizeof(uint64_t), 0) ||
+        !pread_all(fd.fd, buf.data() + sizeof(uint64_t), len - sizeof(uint64_t), sizeof(uint64_t))) {
+        note(pid, fdnum, "cannot read status page", errno ? strerror(errno) : "short read");
         return;
     }
     NicInfo ni;
     std::string why;
-    if (read_page(p, len, pid, fdnum, &ni, &why))
+    if (read_page(buf.data(), len, pid, uid, fdnum, &ni, &why))
         sc->nics.push_back(std::move(ni));
     else
         note(pid, fdnum, "status page", why);
-    munmap(p, len);
 }
 
 // Returns false if the process does not exist.
 bool scan_pid(Scan* sc, long pid, bool explicit_pid) {
     char path[64];
+    snprintf(path, sizeof path, "/proc/%ld", pid);
+    struct stat st;
+    if (stat(path, &st) != 0) return false;  // gone
+    // Only the calling user's processes, unless we are root (see usage()).
+    uid_t me = geteuid();
+    if (me != 0 && st.st_uid != me) {
+        if (explicit_pid)
+            note(pid, -1, "another user's process",
+                 "owned by uid " + std::to_string(st.st_uid) + "; only root reads other users' NICs");
+        else
+            sc->others++;
+        return true;
+    }
     snprintf(path, sizeof path, "/proc/%ld/fd", pid);
     DIR* d = opendir(path);
     if (!d) {
@@ -278,7 +342,7 @@ bool scan_pid(Scan* sc, long pid, bool explicit_pid) {
     }
     closedir(d);
     std::sort(fds.begin(), fds.end());
-    for (int f : fds) scan_fd(sc, pid, f);
+    for (int f : fds) scan_fd(sc, pid, st.st_uid, f);
     return true;
 }
 
@@ -320,7 +384,7 @@ void print_text(const std::vector<NicInfo>& nics, const Options& o) {
         first = false;
         printf("pid %ld", n.pid);
         if (n.page_pid != static_cast<uint32_t>(n.pid)) printf(" (page pid %u)", n.page_pid);
-        printf(", fd %d\n", n.fd);
+        printf(", fd %d, uid %u\n", n.fd, static_cast<unsigned>(n.uid));
         printf("\tdevice:\t\t%s\n", n.device.c_str());
         printf("\ttransport:\t%s\n", n.transport.c_str());
         printf("\tprogress:\t%s\n", n.progress.c_str());
@@ -377,6 +441,7 @@ void print_json(const std::vector<NicInfo>& nics, const Options& o) {
         printf("    \"pid\": %ld,\n", n.pid);
         printf("    \"page_pid\": %u,\n", n.page_pid);
         printf("    \"fd\": %d,\n", n.fd);
+        printf("    \"uid\": %u,\n", static_cast<unsigned>(n.uid));
         printf("    \"device\": %s,\n", json_str(n.device).c_str());
         printf("    \"transport\": %s,\n", json_str(n.transport).c_str());
         printf("    \"progress\": %s,\n", json_str(n.progress).c_str());
@@ -458,6 +523,11 @@ int main(int argc, char** argv) {
         closedir(d);
         std::sort(pids.begin(), pids.end());
         for (long pid : pids) scan_pid(&sc, pid, false);
+        if (sc.others)
+            fprintf(stderr,
+                    "%s: note: searched only this user's processes (%ld of other users "
+                    "skipped; root sees all)\n",
+                    kProg, sc.others);
         if (sc.unreadable)
             fprintf(stderr,
                     "%s: note: skipped %ld process%s whose file descriptors we may not read "

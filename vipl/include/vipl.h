@@ -38,6 +38,10 @@ typedef union {
     VIP_PVOID Address;
 } VIP_PVOID64;
 
+/* Handles are opaque values (not pointers to anything a program may read): a handle
+ * that is not live, of the wrong kind, or made up is refused with VIP_INVALID_PARAMETER
+ * (VIP_INVALID_PTAG for protection tags), and a destroyed object's handle stays
+ * refused. NULL is never a valid handle. */
 typedef struct vip_nic *VIP_NIC_HANDLE;
 typedef struct vip_vi *VIP_VI_HANDLE;
 typedef struct vip_ptag *VIP_PROTECTION_HANDLE;
@@ -77,6 +81,17 @@ typedef struct {
     VIP_UINT16 DiscriminatorLen;
     VIP_UINT8 HostAddress[1];
 } VIP_NET_ADDRESS;
+
+/* Extension: the limits of an address on every softvia NIC (VipQueryNic reports the
+ * same: NicAddressLen <= VIP_EXT_MAX_HOST_ADDRESS_LEN, MaxDiscriminatorLen ==
+ * VIP_EXT_MAX_DISCRIMINATOR_LEN). An address over them is VIP_INVALID_PARAMETER.
+ * A VIP_NET_ADDRESS the provider fills (VipConnectWait's and VipExtListenDone's
+ * RemoteAddr, VipNSGetHostByName's Address) needs VIP_EXT_NET_ADDRESS_SIZE bytes of
+ * storage; the provider never writes beyond them. */
+#define VIP_EXT_MAX_HOST_ADDRESS_LEN 64
+#define VIP_EXT_MAX_DISCRIMINATOR_LEN 128
+#define VIP_EXT_NET_ADDRESS_SIZE \
+    (offsetof(VIP_NET_ADDRESS, HostAddress) + VIP_EXT_MAX_HOST_ADDRESS_LEN + VIP_EXT_MAX_DISCRIMINATOR_LEN)
 
 /* ---- reliability ---------------------------------------------------------------- */
 typedef VIP_UINT16 VIP_RELIABILITY_LEVEL;
@@ -268,6 +283,8 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIB
 VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *Attribs);
 
 /* ---- connections: client/server ---------------------------------------------- */
+/* RemoteAddr (may be NULL) receives the client's NIC address and discriminator: give it
+ * VIP_EXT_NET_ADDRESS_SIZE bytes. */
 VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr, VIP_ULONG Timeout,
                           VIP_NET_ADDRESS *RemoteAddr, VIP_VI_ATTRIBUTES *RemoteViAttribs,
                           VIP_CONN_HANDLE *ConnHandle);
@@ -309,7 +326,13 @@ VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE NicHandle, VIP_PVOID Context,
 
 /* ---- name service ------------------------------------------------------------- */
 /* NSInitInfo: NULL, or a path (const char *) of a hosts file of "name hex-address" lines.
- * Names are also resolved through the launcher's table ($SOFTVIA_JOB_DIR/names/). */
+ * Names are also resolved through the launcher's table ($SOFTVIA_JOB_DIR/names/).
+ * The hosts file must be a regular file of at most VIP_EXT_HOSTS_FILE_MAX_BYTES, each
+ * line at most VIP_EXT_HOSTS_LINE_MAX bytes; anything else (a directory, a FIFO, a
+ * device, a malformed line) is VIP_ERROR_NAMESERVICE with one line on stderr naming the
+ * file and the line. */
+#define VIP_EXT_HOSTS_FILE_MAX_BYTES (1024 * 1024)
+#define VIP_EXT_HOSTS_LINE_MAX 1024
 VIP_RETURN VipNSInit(VIP_NIC_HANDLE NicHandle, VIP_PVOID NSInitInfo);
 VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE NicHandle, VIP_CHAR *Name, VIP_NET_ADDRESS *Address,
                               VIP_ULONG NameIndex);

@@ -1,10 +1,16 @@
 // connect.cc -- VIA connection management: client/server and peer-to-peer.
+#include <algorithm>
 #include <cstring>
 
 #include "internal.h"
 
 using namespace softvia;
 using namespace softvia::vipl;
+
+// One set of address limits: what the firmware and the wire take (abi.h) is what vipl.h
+// promises callers, and VIP_EXT_NET_ADDRESS_SIZE covers the largest address.
+static_assert(NICFW_MAX_ADDR == VIP_EXT_MAX_HOST_ADDRESS_LEN, "vipl.h and abi.h disagree on the address limit");
+static_assert(NICFW_MAX_DISCRIMINATOR == VIP_EXT_MAX_DISCRIMINATOR_LEN, "vipl.h and abi.h disagree on the discriminator limit");
 
 namespace {
 bool addr_ok(const VIP_NET_ADDRESS* a) {
@@ -22,24 +28,31 @@ void fill_attrs(const nicfw::ViAttrs& r, VIP_VI_ATTRIBUTES* out) {
     // Ptag and QoS are local notions; the remote side's are not meaningful here.
 }
 
-// Waits until the firmware posts a connect result for vi (-1 if the timeout passes).
-int wait_result(vip_vi* vi, VIP_ULONG timeout) {
-    wait_until(vi->nic, timeout, [&] { return vi->dev->conn_result.load(std::memory_order_acquire) != -1; });
-    return vi->dev->conn_result.load(std::memory_order_acquire);
+// Waits until the firmware posts a connect result for vi: the result, -1 if the timeout
+// passes, -2 if the NIC closes first.
+int wait_result(ViObj* vi, VIP_ULONG timeout) {
+    Waited w = wait_until(vi->nic, timeout, [&] { return vi->dev->conn_result.load(std::memory_order_acquire) != -1; });
+    return w == Waited::kClosing ? -2 : vi->dev->conn_result.load(std::memory_order_acquire);
 }
 }  // namespace
 
-VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, VIP_NET_ADDRESS* remote,
+VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE h, VIP_NET_ADDRESS* local, VIP_NET_ADDRESS* remote,
                                       VIP_ULONG timeout, VIP_VI_ATTRIBUTES* remote_attrs) {
     // The server matches on the discriminator of the address we connect to; ours (from
     // local) is what its VipConnectWait reports as the remote address.
-    if (!ok(vi) || !addr_ok(remote)) return VIP_INVALID_PARAMETER;
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
+    if (!vi || !addr_ok(remote)) return VIP_INVALID_PARAMETER;
     if (local && !addr_ok(local)) return VIP_INVALID_PARAMETER;
     int rc = vi->nic->eng->connect_request(vi->dev, remote->HostAddress, remote->HostAddressLen,
                                            disc_of(remote), remote->DiscriminatorLen,
                                            local ? disc_of(local) : nullptr, local ? local->DiscriminatorLen : 0);
     if (rc < 0) return rc == -EINVAL ? VIP_INVALID_PARAMETER : from_errno(rc);
     int r = wait_result(vi, timeout);
+    if (r == -2) {  // the NIC is closing: withdraw the request
+        vi->nic->eng->connect_cancel(vi->dev);
+        return VIP_INVALID_STATE;
+    }
     if (r == -1) {
         vi->nic->eng->connect_cancel(vi->dev);
         r = vi->dev->conn_result.load(std::memory_order_acquire);  // it may have just arrived
@@ -50,12 +63,16 @@ VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, 
 
 namespace {
 // Fills what a server learns of a request it took, and lists the connection handle.
-void report_request(vip_conn* conn, VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* remote_attrs) {
+// The caller's RemoteAddr holds VIP_EXT_NET_ADDRESS_SIZE bytes (vipl.h): the firmware
+// refuses longer fields in the request, and the copy is bounded here all the same.
+void report_request(ConnObj* conn, VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* remote_attrs) {
     if (remote) {
-        remote->HostAddressLen = static_cast<VIP_UINT16>(conn->req.addr.size());
-        memcpy(remote->HostAddress, conn->req.addr.data(), conn->req.addr.size());
-        remote->DiscriminatorLen = static_cast<VIP_UINT16>(conn->req.disc.size());
-        memcpy(remote->HostAddress + conn->req.addr.size(), conn->req.disc.data(), conn->req.disc.size());
+        const size_t alen = std::min<size_t>(conn->req.addr.size(), NICFW_MAX_ADDR);
+        const size_t dlen = std::min<size_t>(conn->req.disc.size(), NICFW_MAX_DISCRIMINATOR);
+        remote->HostAddressLen = static_cast<VIP_UINT16>(alen);
+        memcpy(remote->HostAddress, conn->req.addr.data(), alen);
+        remote->DiscriminatorLen = static_cast<VIP_UINT16>(dlen);
+        memcpy(remote->HostAddress + alen, conn->req.disc.data(), dlen);
     }
     if (remote_attrs) {
         nicfw::ViAttrs a;
@@ -65,94 +82,109 @@ void report_request(vip_conn* conn, VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* 
         a.rdma_read = conn->req.rdma_read;
         fill_attrs(a, remote_attrs);
     }
-    std::lock_guard<std::mutex> g(conn->nic->objs_lock);
-    conn->nic->conns.insert(conn);
+    publish(conn, conn->nic->conns);
 }
 }  // namespace
 
-VIPL_API VIP_RETURN VipConnectWait(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* local, VIP_ULONG timeout,
+VIPL_API VIP_RETURN VipConnectWait(VIP_NIC_HANDLE h, VIP_NET_ADDRESS* local, VIP_ULONG timeout,
                                    VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* remote_attrs,
                                    VIP_CONN_HANDLE* out) {
-    if (!ok(nic) || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
+    NicHold hold;
+    NicObj* nic = hold.take<NicObj>(h, Kind::kNic);
+    if (!nic || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
         local->HostAddressLen > NICFW_MAX_ADDR || !out)
         return VIP_INVALID_PARAMETER;
     nicfw::Listener* l = nic->eng->listen(disc_of(local), local->DiscriminatorLen);
-    wait_until(nic, timeout, [&] { return l->matched.load(std::memory_order_acquire); });
-    auto* conn = new (std::nothrow) vip_conn();
-    if (!conn) {
+    Waited w = wait_until(nic, timeout, [&] { return l->matched.load(std::memory_order_acquire); });
+    if (w == Waited::kClosing) {  // stop listening; a request that matched meanwhile is refused
+        nicfw::ConnRequest lost;
+        if (nic->eng->unlisten(l, &lost)) nic->eng->reject(lost);
+        return VIP_INVALID_STATE;
+    }
+    auto* conn = new (std::nothrow) ConnObj();
+    if (conn) conn->nic = nic;
+    if (!conn || !reserve(conn, Kind::kConn)) {
+        delete conn;
         nicfw::ConnRequest lost;
         if (nic->eng->unlisten(l, &lost)) nic->eng->reject(lost);
         return VIP_ERROR_RESOURCE;
     }
     if (!nic->eng->unlisten(l, &conn->req)) {
+        Handles::remove(conn->handle);
         delete conn;
         return VIP_TIMEOUT;
     }
-    conn->nic = nic;
     report_request(conn, remote, remote_attrs);
-    *out = conn;
+    *out = handle_of<VIP_CONN_HANDLE>(conn->handle);
     return VIP_SUCCESS;
 }
 
 // ---------------------------------------------------------------- standing listeners
-VIPL_API VIP_RETURN VipExtListen(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* local, VIP_EXT_LISTEN_HANDLE* out) {
-    if (!ok(nic) || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
+VIPL_API VIP_RETURN VipExtListen(VIP_NIC_HANDLE h, VIP_NET_ADDRESS* local, VIP_EXT_LISTEN_HANDLE* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
         local->HostAddressLen > NICFW_MAX_ADDR || !out)
         return VIP_INVALID_PARAMETER;
-    auto* ls = new (std::nothrow) vip_listen();
+    auto* ls = new (std::nothrow) ListenObj();
     if (!ls) return VIP_ERROR_RESOURCE;
     ls->nic = nic;
+    if (!reserve(ls, Kind::kListen)) {
+        delete ls;
+        return VIP_ERROR_RESOURCE;
+    }
     ls->disc.assign(disc_of(local), disc_of(local) + local->DiscriminatorLen);
     ls->l = nic->eng->listen(ls->disc.data(), ls->disc.size());
-    std::lock_guard<std::mutex> g(nic->objs_lock);
-    nic->listens.insert(ls);
-    *out = ls;
+    publish(ls, nic->listens);
+    *out = handle_of<VIP_EXT_LISTEN_HANDLE>(ls->handle);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtListenDone(VIP_EXT_LISTEN_HANDLE ls, VIP_NET_ADDRESS* remote,
+VIPL_API VIP_RETURN VipExtListenDone(VIP_EXT_LISTEN_HANDLE h, VIP_NET_ADDRESS* remote,
                                      VIP_VI_ATTRIBUTES* remote_attrs, VIP_CONN_HANDLE* out) {
-    if (!ok(ls) || !out) return VIP_INVALID_PARAMETER;
+    ListenObj* ls = listen_of(h);
+    if (!ls || !out) return VIP_INVALID_PARAMETER;
     std::lock_guard<SpinLock> g(ls->lock);
     // Acquire pairs with the firmware's release of matched: req is complete.
     if (!ls->l->matched.load(std::memory_order_acquire)) {
         if (!ls->nic->eng->progress() || !ls->l->matched.load(std::memory_order_acquire)) return VIP_NOT_DONE;
     }
-    auto* conn = new (std::nothrow) vip_conn();
-    if (!conn) return VIP_ERROR_RESOURCE;  // still held: a later call may take it
-    vip_nic* nic = ls->nic;
+    NicObj* nic = ls->nic;
+    auto* conn = new (std::nothrow) ConnObj();
+    if (conn) conn->nic = nic;
+    if (!conn || !reserve(conn, Kind::kConn)) {
+        delete conn;
+        return VIP_ERROR_RESOURCE;  // still held: a later call may take it
+    }
     nic->eng->unlisten(ls->l, &conn->req);  // matched, so the request is ours
     ls->l = nic->eng->listen(ls->disc.data(), ls->disc.size());
-    conn->nic = nic;
     report_request(conn, remote, remote_attrs);
-    *out = conn;
+    *out = handle_of<VIP_CONN_HANDLE>(conn->handle);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtUnlisten(VIP_EXT_LISTEN_HANDLE ls) {
-    if (!ok(ls)) return VIP_INVALID_PARAMETER;
-    vip_nic* nic = ls->nic;
+VIPL_API VIP_RETURN VipExtUnlisten(VIP_EXT_LISTEN_HANDLE h) {
+    ListenObj* ls = listen_of(h);
+    if (!ls) return VIP_INVALID_PARAMETER;
+    NicObj* nic = ls->nic;
+    unpublish(ls, nic->listens);
     {
-        std::lock_guard<SpinLock> g(ls->lock);
+        std::lock_guard<SpinLock> g(ls->lock);  // a VipExtListenDone that found it first ends
         nicfw::ConnRequest held;
         if (nic->eng->unlisten(ls->l, &held)) nic->eng->reject(held);
-        ls->magic = kDead;
     }
-    std::lock_guard<std::mutex> g(nic->objs_lock);
-    nic->listens.erase(ls);
     delete ls;
     return VIP_SUCCESS;
 }
 
-static void drop_conn(vip_conn* conn) {
-    std::lock_guard<std::mutex> g(conn->nic->objs_lock);
-    conn->nic->conns.erase(conn);
-    conn->magic = kDead;
+static void drop_conn(ConnObj* conn) {
+    unpublish(conn, conn->nic->conns);
     delete conn;
 }
 
-VIPL_API VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE conn, VIP_VI_HANDLE vi) {
-    if (!ok(conn) || !ok(vi) || vi->nic != conn->nic) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE ch, VIP_VI_HANDLE vh) {
+    ConnObj* conn = conn_of(ch);
+    ViObj* vi = vi_of(vh);
+    if (!conn || !vi || vi->nic != conn->nic) return VIP_INVALID_PARAMETER;
     int rc = conn->nic->eng->accept(conn->req, vi->dev);
     if (rc == -EHOSTUNREACH) {
         drop_conn(conn);  // the client is gone: nothing left to accept
@@ -163,21 +195,24 @@ VIPL_API VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE conn, VIP_VI_HANDLE vi) {
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipConnectReject(VIP_CONN_HANDLE conn) {
-    if (!ok(conn)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipConnectReject(VIP_CONN_HANDLE ch) {
+    ConnObj* conn = conn_of(ch);
+    if (!conn) return VIP_INVALID_PARAMETER;
     conn->nic->eng->reject(conn->req);
     drop_conn(conn);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipDisconnect(VIP_VI_HANDLE vi) {
-    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipDisconnect(VIP_VI_HANDLE h) {
+    ViObj* vi = vi_of(h);
+    if (!vi) return VIP_INVALID_PARAMETER;
     return from_errno(vi->nic->eng->disconnect(vi->dev));
 }
 
-VIPL_API VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, VIP_NET_ADDRESS* remote,
+VIPL_API VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE h, VIP_NET_ADDRESS* local, VIP_NET_ADDRESS* remote,
                                           VIP_ULONG timeout) {
-    if (!ok(vi) || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
+    ViObj* vi = vi_of(h);
+    if (!vi || !local || local->DiscriminatorLen > NICFW_MAX_DISCRIMINATOR ||
         local->HostAddressLen > NICFW_MAX_ADDR || !addr_ok(remote))
         return VIP_INVALID_PARAMETER;
     int rc = vi->nic->eng->peer_request(vi->dev, remote->HostAddress, remote->HostAddressLen, disc_of(local),
@@ -187,8 +222,8 @@ VIPL_API VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* loc
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* remote_attrs) {
-    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+namespace {
+VIP_RETURN peer_done(ViObj* vi, VIP_VI_ATTRIBUTES* remote_attrs) {
     vi->nic->eng->progress();
     int r = vi->dev->conn_result.load(std::memory_order_acquire);
     if (r == -1) {
@@ -204,11 +239,20 @@ VIPL_API VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* remo
     if (r == VIP_SUCCESS && remote_attrs) fill_attrs(vi->dev->remote, remote_attrs);
     return static_cast<VIP_RETURN>(r);
 }
+}  // namespace
 
-VIPL_API VIP_RETURN VipConnectPeerWait(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* remote_attrs) {
-    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE h, VIP_VI_ATTRIBUTES* remote_attrs) {
+    ViObj* vi = vi_of(h);
+    if (!vi) return VIP_INVALID_PARAMETER;
+    return peer_done(vi, remote_attrs);
+}
+
+VIPL_API VIP_RETURN VipConnectPeerWait(VIP_VI_HANDLE h, VIP_VI_ATTRIBUTES* remote_attrs) {
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
+    if (!vi) return VIP_INVALID_PARAMETER;
     // The request's own timeout bounds this wait (the firmware expires it).
     VIP_RETURN r = VIP_NOT_DONE;
-    wait_until(vi->nic, VIP_INFINITE, [&] { return (r = VipConnectPeerDone(vi, remote_attrs)) != VIP_NOT_DONE; });
-    return r;
+    Waited w = wait_until(vi->nic, VIP_INFINITE, [&] { return (r = peer_done(vi, remote_attrs)) != VIP_NOT_DONE; });
+    return w == Waited::kClosing ? VIP_INVALID_STATE : r;
 }

@@ -4,31 +4,39 @@
 using namespace softvia;
 using namespace softvia::vipl;
 
-VIPL_API VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE nic, VIP_ULONG count, VIP_CQ_HANDLE* out) {
-    if (!ok(nic) || !out || count == 0 || count > NICFW_MAX_CQ_ENTRIES) return VIP_INVALID_PARAMETER;
-    std::lock_guard<std::mutex> g(nic->objs_lock);
-    if (nic->cqs.size() >= NICFW_MAX_CQ) return VIP_ERROR_RESOURCE;
-    auto* cq = new (std::nothrow) vip_cq();
+VIPL_API VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE h, VIP_ULONG count, VIP_CQ_HANDLE* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out || count == 0 || count > NICFW_MAX_CQ_ENTRIES) return VIP_INVALID_PARAMETER;
+    {
+        std::lock_guard<std::mutex> g(nic->objs_lock);
+        if (nic->cqs.size() >= NICFW_MAX_CQ) return VIP_ERROR_RESOURCE;
+    }
+    auto* cq = new (std::nothrow) CqObj();
     if (!cq) return VIP_ERROR_RESOURCE;
     cq->nic = nic;
-    cq->dev = nic->eng->create_cq(static_cast<uint32_t>(count), cq);
-    nic->cqs.insert(cq);
-    *out = cq;
+    if (!reserve(cq, Kind::kCq)) {
+        delete cq;
+        return VIP_ERROR_RESOURCE;
+    }
+    // The device puts the handle in error descriptors.
+    cq->dev = nic->eng->create_cq(static_cast<uint32_t>(count), handle_of<void*>(cq->handle));
+    publish(cq, nic->cqs);
+    *out = handle_of<VIP_CQ_HANDLE>(cq->handle);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE cq) {
-    if (!ok(cq)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE h) {
+    CqObj* cq = cq_of(h);
+    if (!cq) return VIP_INVALID_PARAMETER;
     if (cq->nic->eng->destroy_cq(cq->dev) < 0) return VIP_INVALID_STATE;  // VIs still bound
-    std::lock_guard<std::mutex> g(cq->nic->objs_lock);
-    cq->nic->cqs.erase(cq);
-    cq->magic = kDead;
+    unpublish(cq, cq->nic->cqs);
     delete cq;
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE cq, VIP_ULONG count) {
-    if (!ok(cq) || count == 0 || count > NICFW_MAX_CQ_ENTRIES) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE h, VIP_ULONG count) {
+    CqObj* cq = cq_of(h);
+    if (!cq || count == 0 || count > NICFW_MAX_CQ_ENTRIES) return VIP_INVALID_PARAMETER;
     std::lock_guard<SpinLock> g(cq->lock);  // no consumer moves cons while we copy
     // Fewer entries than are waiting in the queue: refused, nothing is lost.
     return cq->nic->eng->resize_cq(cq->dev, static_cast<uint32_t>(count)) < 0 ? VIP_ERROR_RESOURCE
@@ -36,7 +44,7 @@ VIPL_API VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE cq, VIP_ULONG count) {
 }
 
 namespace {
-VIP_RETURN take(vip_cq* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+VIP_RETURN take(CqObj* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
     nicfw::Cq* d = cq->dev;
     // An empty CQ (most polls) is seen without taking the lock; a consumer that races
     // us to the last entry is settled under it.
@@ -48,26 +56,33 @@ VIP_RETURN take(vip_cq* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
     const nicfw_cqe e = d->entries[cons % d->entries.size()];
     // Release: the firmware that sees cons may overwrite the entry we just read.
     d->cons.store(cons + 1, std::memory_order_release);
-    *vi = reinterpret_cast<VIP_VI_HANDLE>(e.vi_context);
+    *vi = handle_of<VIP_VI_HANDLE>(e.vi_context);  // the VI's handle (VipCreateVi)
     *recv = e.recv;  // VIP_FALSE send, VIP_TRUE receive, VIP_EXT_REPLY_QUEUE reply (steering)
     return VIP_SUCCESS;
 }
 }  // namespace
 
-VIPL_API VIP_RETURN VipCQDone(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
-    if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipCQDone(VIP_CQ_HANDLE h, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+    CqObj* cq = cq_of(h);
+    if (!cq || !vi || !recv) return VIP_INVALID_PARAMETER;
     if (take(cq, vi, recv) == VIP_SUCCESS) return VIP_SUCCESS;
     if (!cq->nic->eng->progress()) return VIP_NOT_DONE;
     return take(cq, vi, recv);
 }
 
-VIPL_API VIP_RETURN VipExtCQTake(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
-    if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtCQTake(VIP_CQ_HANDLE h, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+    CqObj* cq = cq_of(h);
+    if (!cq || !vi || !recv) return VIP_INVALID_PARAMETER;
     return take(cq, vi, recv);
 }
 
-VIPL_API VIP_RETURN VipCQWait(VIP_CQ_HANDLE cq, VIP_ULONG timeout, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
-    if (!ok(cq) || !vi || !recv) return VIP_INVALID_PARAMETER;
-    bool got = wait_until(cq->nic, timeout, [&] { return take(cq, vi, recv) == VIP_SUCCESS; });
-    return got ? VIP_SUCCESS : VIP_TIMEOUT;
+VIPL_API VIP_RETURN VipCQWait(VIP_CQ_HANDLE h, VIP_ULONG timeout, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+    NicHold hold;
+    CqObj* cq = hold.take<CqObj>(h, Kind::kCq);
+    if (!cq || !vi || !recv) return VIP_INVALID_PARAMETER;
+    switch (wait_until(cq->nic, timeout, [&] { return take(cq, vi, recv) == VIP_SUCCESS; })) {
+        case Waited::kHeld: return VIP_SUCCESS;
+        case Waited::kTimeout: return VIP_TIMEOUT;
+        default: return VIP_INVALID_STATE;  // the NIC is closing
+    }
 }

@@ -1,15 +1,18 @@
 // vipl/src/internal.h -- the driver's objects behind the VIPL handles.
 //
-// Every handle points to one of these structs; each starts with a magic word, so a
-// handle of the wrong kind (or NULL) is refused with VIP_INVALID_PARAMETER instead of
-// being used. A destroyed handle has its magic cleared before it is freed.
+// A handle is an opaque token (handles.h): the calls look it up in the process-wide
+// table and get one of the objects below, or nothing (VIP_INVALID_PARAMETER). The
+// handle types of vipl.h (struct vip_vi * and so on) name structs that are never
+// defined, so no code here can dereference a handle by mistake.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
+#include "handles.h"
 #include "nicfw/engine.h"
 #include "vipl.h"
 
@@ -18,16 +21,6 @@
 namespace softvia::vipl {
 
 using nicfw::SpinLock;
-
-enum : uint32_t {
-    kNicMagic = 0x4e494331,   // "NIC1"
-    kPtagMagic = 0x50544731,  // "PTG1"
-    kViMagic = 0x56494931,    // "VII1"
-    kCqMagic = 0x43515131,    // "CQQ1"
-    kConnMagic = 0x434f4e31,  // "CON1"
-    kListenMagic = 0x4c534e31,  // "LSN1"
-    kDead = 0xdeadbeef,
-};
 
 // The driver's copy of a work queue: descriptors in the order they were posted, so
 // Done can return them in order once the NIC marks them done. Grows on demand up to
@@ -50,92 +43,182 @@ struct DriverQueue {
     }
 };
 
-struct vip_nic_impl;
+struct PtagObj;
+struct ViObj;
+struct CqObj;
+struct ConnObj;
+struct ListenObj;
 
-}  // namespace softvia::vipl
-
-struct vip_nic {
-    uint32_t magic = softvia::vipl::kNicMagic;
-    std::unique_ptr<softvia::nicfw::Engine> eng;
+struct NicObj {
+    uint64_t handle = 0;  // its token
+    std::unique_ptr<nicfw::Engine> eng;
     std::string device;
     std::vector<uint8_t> addr;
-    std::mutex objs_lock;  // control path: the sets below
-    std::unordered_set<struct vip_ptag*> ptags;
-    std::unordered_set<struct vip_vi*> vis;
-    std::unordered_set<struct vip_cq*> cqs;
-    std::unordered_set<struct vip_conn*> conns;
-    std::unordered_set<struct vip_listen*> listens;
+    std::mutex objs_lock;  // control path: the sets below (taken after Handles::lock())
+    std::unordered_set<PtagObj*> ptags;
+    std::unordered_set<ViObj*> vis;
+    std::unordered_set<CqObj*> cqs;
+    std::unordered_set<ConnObj*> conns;
+    std::unordered_set<ListenObj*> listens;
+    // VipCloseNic sets closing (under Handles::lock()) when it begins; blocking calls
+    // that hold the NIC (NicHold) see it and leave, and the close waits for holds to end.
+    std::atomic<bool> closing{false};
+    std::atomic<uint32_t> holds{0};
     // name service
     std::mutex ns_lock;
     bool ns_up = false;
     std::vector<std::pair<std::string, std::vector<uint8_t>>> hosts;
 };
 
-struct vip_ptag {
-    uint32_t magic = softvia::vipl::kPtagMagic;
-    vip_nic* nic = nullptr;
+struct PtagObj {
+    uint64_t handle = 0;
+    NicObj* nic = nullptr;
     uint32_t id = 0;
 };
 
-struct vip_cq {
-    uint32_t magic = softvia::vipl::kCqMagic;
-    vip_nic* nic = nullptr;
-    softvia::nicfw::Cq* dev = nullptr;
-    softvia::nicfw::SpinLock lock;  // consumers of the CQ
+struct CqObj {
+    uint64_t handle = 0;
+    NicObj* nic = nullptr;
+    nicfw::Cq* dev = nullptr;
+    SpinLock lock;  // consumers of the CQ
 };
 
-struct vip_vi {
-    uint32_t magic = softvia::vipl::kViMagic;
-    vip_nic* nic = nullptr;
-    softvia::nicfw::Vi* dev = nullptr;
+struct ViObj {
+    uint64_t handle = 0;
+    NicObj* nic = nullptr;
+    nicfw::Vi* dev = nullptr;
     VIP_VI_ATTRIBUTES attrs{};
-    vip_cq* scq = nullptr;
-    vip_cq* rcq = nullptr;
-    vip_cq* reply_cq = nullptr;
+    CqObj* scq = nullptr;
+    CqObj* rcq = nullptr;
+    CqObj* reply_cq = nullptr;
     bool steering = false;
-    softvia::vipl::DriverQueue sq, rq;
-    softvia::vipl::DriverQueue rq_reply;  // steering: replies land here
+    DriverQueue sq, rq;
+    DriverQueue rq_reply;  // steering: replies land here
 };
 
-struct vip_conn {
-    uint32_t magic = softvia::vipl::kConnMagic;
-    vip_nic* nic = nullptr;
-    softvia::nicfw::ConnRequest req;
+struct ConnObj {
+    uint64_t handle = 0;
+    NicObj* nic = nullptr;
+    nicfw::ConnRequest req;
 };
 
 // A standing listener (VipExtListen): the firmware's listener, re-made after each take.
-struct vip_listen {
-    uint32_t magic = softvia::vipl::kListenMagic;
-    vip_nic* nic = nullptr;
-    softvia::nicfw::Listener* l = nullptr;
+struct ListenObj {
+    uint64_t handle = 0;
+    NicObj* nic = nullptr;
+    nicfw::Listener* l = nullptr;
     std::vector<uint8_t> disc;
-    softvia::nicfw::SpinLock lock;  // callers of VipExtListenDone
+    SpinLock lock;  // callers of VipExtListenDone
 };
 
-namespace softvia::vipl {
+// Handle -> object, or null if the handle is not a live one of that kind.
+inline NicObj* nic_of(VIP_NIC_HANDLE h) { return Handles::find<NicObj>(token_of(h), Kind::kNic); }
+inline PtagObj* ptag_of(VIP_PROTECTION_HANDLE h) { return Handles::find<PtagObj>(token_of(h), Kind::kPtag); }
+inline ViObj* vi_of(VIP_VI_HANDLE h) { return Handles::find<ViObj>(token_of(h), Kind::kVi); }
+inline CqObj* cq_of(VIP_CQ_HANDLE h) { return Handles::find<CqObj>(token_of(h), Kind::kCq); }
+inline ConnObj* conn_of(VIP_CONN_HANDLE h) { return Handles::find<ConnObj>(token_of(h), Kind::kConn); }
+inline ListenObj* listen_of(VIP_EXT_LISTEN_HANDLE h) { return Handles::find<ListenObj>(token_of(h), Kind::kListen); }
 
-inline bool ok(const vip_nic* n) { return n && n->magic == kNicMagic; }
-inline bool ok(const vip_vi* v) { return v && v->magic == kViMagic; }
-inline bool ok(const vip_cq* c) { return c && c->magic == kCqMagic; }
-inline bool ok(const vip_conn* c) { return c && c->magic == kConnMagic; }
-inline bool ok(const vip_listen* l) { return l && l->magic == kListenMagic; }
-inline bool ok(const vip_ptag* p) { return p && p->magic == kPtagMagic; }
+inline NicObj* owner(NicObj* n) { return n; }
+template <class T>
+inline NicObj* owner(T* o) {
+    return o->nic;
+}
 
-// The wait loop of every Wait call: until cond() holds or timeout_ms passes. Inline
-// mode steps the firmware each turn. Thread mode spins briefly, then sleeps in
-// Engine::block() so that only the firmware thread polls. cond may consume what it
-// finds, so it is never asked again after it held. Returns whether it held.
+// Making an object visible takes two steps, since the device keeps the handle's value
+// (CQ entries, error descriptors) and so needs it before the object is complete:
+// reserve() gives obj a handle that finds nothing yet (false if the table is full;
+// on a later failure, Handles::remove(obj->handle)); publish() makes the handle find
+// obj and lists obj on its NIC. Lock order: Handles::lock(), then the NIC's objs_lock.
+template <class T>
+bool reserve(T* obj, Kind k) {
+    std::lock_guard<std::mutex> g(Handles::lock());
+    obj->handle = Handles::add_locked(k, nullptr);
+    return obj->handle != 0;
+}
+template <class T>
+void publish(T* obj, std::unordered_set<T*>& set) {
+    std::lock_guard<std::mutex> g(Handles::lock());
+    std::lock_guard<std::mutex> o(obj->nic->objs_lock);
+    Handles::attach_locked(obj->handle, obj);
+    set.insert(obj);
+}
+
+// Ends obj's handle and takes it off its NIC's list; the caller then frees it.
+template <class T>
+void unpublish(T* obj, std::unordered_set<T*>& set) {
+    std::lock_guard<std::mutex> g(Handles::lock());
+    std::lock_guard<std::mutex> o(obj->nic->objs_lock);
+    Handles::remove_locked(obj->handle);
+    set.erase(obj);
+}
+
+// A blocking call's hold on the NIC of the handle it was given: VipCloseNic waits until
+// every hold has ended before it frees anything, and the waits leave once the NIC is
+// closing. Taking a hold costs the table lock and an atomic add, so only the calls that
+// can block take one (the Wait calls, the connection calls that wait), never post or Done.
+class NicHold {
+public:
+    NicHold() = default;
+    NicHold(const NicHold&) = delete;
+    NicHold& operator=(const NicHold&) = delete;
+    ~NicHold() {
+        if (!nic_) return;
+        if (pushed_) tl_count_--;  // holds end in the reverse order they were taken
+        nic_->holds.fetch_sub(1, std::memory_order_release);  // the close may free it now
+    }
+    // Whether this thread holds nic (VipCloseNic from an error callback that runs inside
+    // a wait on the same NIC would otherwise wait for itself).
+    static bool held_here(const NicObj* nic) {
+        for (uint32_t i = 0; i < tl_count_; i++)
+            if (tl_held_[i] == nic) return true;
+        return false;
+    }
+    // The object of handle h (kind k) with its NIC held, or null if h is not live.
+    template <class T>
+    T* take(const void* h, Kind k) {
+        std::lock_guard<std::mutex> g(Handles::lock());
+        T* o = Handles::find<T>(token_of(h), k);
+        if (!o) return nullptr;
+        // Not closing: the close ends every handle of the NIC under this lock.
+        nic_ = owner(o);
+        nic_->holds.fetch_add(1, std::memory_order_relaxed);
+        if ((pushed_ = tl_count_ < kTlMax)) tl_held_[tl_count_++] = nic_;
+        return o;
+    }
+
+private:
+    static constexpr uint32_t kTlMax = 8;  // nesting: a wait in an error callback in a wait...
+    static inline thread_local const NicObj* tl_held_[kTlMax] = {};
+    static inline thread_local uint32_t tl_count_ = 0;
+    NicObj* nic_ = nullptr;
+    bool pushed_ = false;
+};
+
+enum class Waited { kHeld, kTimeout, kClosing };
+
+// The wait loop of every Wait call: until cond() holds, timeout_ms passes, or the NIC
+// starts closing (the caller holds it with a NicHold). Inline mode steps the firmware
+// each turn. Thread mode spins briefly, then sleeps in Engine::block() so that only the
+// firmware thread polls; VipCloseNic wakes it. cond may consume what it finds, so it is
+// never asked again after it held.
 template <class Cond>
-bool wait_until(vip_nic* nic, VIP_ULONG timeout_ms, Cond cond) {
-    if (cond()) return true;
+Waited wait_until(NicObj* nic, VIP_ULONG timeout_ms, Cond cond) {
+    if (cond()) return Waited::kHeld;
     nicfw::Engine* eng = nic->eng.get();
     const bool threaded = eng->progress_mode() == nicfw::Progress::kThread;
     const uint64_t deadline = timeout_ms == VIP_INFINITE ? 0 : nicfw::now_ns() + timeout_ms * 1000000ull;
+    bool closing = false;
+    auto check = [&] {
+        if (nic->closing.load(std::memory_order_relaxed)) return closing = true;
+        return cond();
+    };
     for (uint32_t turn = 1;; turn++) {
         eng->progress();
-        if (cond()) return true;
-        if (threaded && turn > 2000 && eng->block(cond)) return true;
-        if ((threaded || (turn & 255) == 0) && deadline && nicfw::now_ns() >= deadline) return cond();
+        if (check() || (threaded && turn > 2000 && eng->block(check)))
+            return closing ? Waited::kClosing : Waited::kHeld;
+        if ((threaded || (turn & 255) == 0) && deadline && nicfw::now_ns() >= deadline)
+            return check() ? (closing ? Waited::kClosing : Waited::kHeld) : Waited::kTimeout;
     }
 }
 

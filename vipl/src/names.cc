@@ -4,11 +4,16 @@
 // hex address bytes, written by softvia-run's bootstrap library), then a hosts file of
 // "name hex-address" lines (VipNSInit's argument, else $SOFTVIA_HOSTS).
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <string>
 
 #include "internal.h"
 
@@ -20,11 +25,11 @@ bool parse_hex(const std::string& s, std::vector<uint8_t>* out) {
     out->clear();
     if (s.empty() || s.size() % 2 || s.size() > 2 * NICFW_MAX_ADDR) return false;
     for (size_t i = 0; i < s.size(); i += 2) {
+        // Two hex digits exactly: strtol alone would take " f", "+f" or "-f".
+        if (!isxdigit(static_cast<unsigned char>(s[i])) || !isxdigit(static_cast<unsigned char>(s[i + 1])))
+            return false;
         char b[3] = {s[i], s[i + 1], 0};
-        char* end;
-        long v = strtol(b, &end, 16);
-        if (*end) return false;
-        out->push_back(static_cast<uint8_t>(v));
+        out->push_back(static_cast<uint8_t>(strtol(b, nullptr, 16)));
     }
     return true;
 }
@@ -38,32 +43,117 @@ bool name_ok(const char* n) {
     return strcmp(n, ".") && strcmp(n, "..");
 }
 
-bool read_job_name(const std::string& dir, const std::string& name, std::vector<uint8_t>* out) {
-    std::ifstream f(dir + "/names/" + name);
-    std::string line;
-    return f && std::getline(f, line) && parse_hex(line, out);
+// A hosts file problem: one line on stderr naming the file (and line), and the code.
+VIP_RETURN ns_fail(const char* path, unsigned line, const char* why) {
+    if (line) fprintf(stderr, "softvia: VipNSInit: hosts file '%s' line %u: %s\n", path, line, why);
+    else fprintf(stderr, "softvia: VipNSInit: hosts file '%s': %s\n", path, why);
+    return VIP_ERROR_NAMESERVICE;
 }
 
-VIP_RETURN load_hosts(vip_nic* nic, const char* path) {
+const char* file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+// Reads a regular file of at most limit bytes into *out; false with the reason in *why.
+// O_NONBLOCK: opening a FIFO does not wait for a writer (fstat then refuses it, like
+// any other file that is not a regular one).
+bool read_regular_file(const char* path, size_t limit, std::string* out, std::string* why) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return false;
+    }
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0;
+    if (!ok) *why = strerror(errno);
+    else if (!S_ISREG(st.st_mode)) {
+        *why = std::string(file_kind(st.st_mode)) + ", not a regular file";
+        ok = false;
+    }
+    // The size may change after fstat: read one byte more than the bound to know.
+    size_t got = 0;
+    if (ok) out->assign(limit + 1, '\0');
+    while (ok && got < out->size()) {
+        ssize_t n = read(fd, &(*out)[got], out->size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            *why = strerror(errno);
+            ok = false;
+        }
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+    }
+    close(fd);
+    if (ok && got > limit) {
+        *why = "larger than " + std::to_string(limit) + " bytes";
+        ok = false;
+    }
+    if (ok) out->resize(got);
+    return ok;
+}
+
+// The launcher's entry for name: one line of hex. Read like a hosts file (regular files
+// only, bounded), so a FIFO or a device put there cannot stall a lookup.
+bool read_job_name(const std::string& dir, const std::string& name, std::vector<uint8_t>* out) {
+    std::string text, why;
+    if (!read_regular_file((dir + "/names/" + name).c_str(), VIP_EXT_HOSTS_LINE_MAX, &text, &why)) return false;
+    return parse_hex(text.substr(0, text.find('\n')), out);
+}
+
+bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+// "name hexaddress" with blanks around and between; empty and '#' lines are skipped.
+VIP_RETURN load_hosts(NicObj* nic, const char* path) {
     nic->hosts.clear();
     if (!path || !*path) return VIP_SUCCESS;
-    std::ifstream f(path);
-    if (!f) return VIP_ERROR_NAMESERVICE;
-    std::string line;
-    while (std::getline(f, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        std::istringstream ls(line);
-        std::string name, hex;
+    std::string text, why;
+    if (!read_regular_file(path, VIP_EXT_HOSTS_FILE_MAX_BYTES, &text, &why)) return ns_fail(path, 0, why.c_str());
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> hosts;
+    unsigned lineno = 0;
+    for (size_t pos = 0; pos < text.size();) {
+        size_t nl = text.find('\n', pos);
+        size_t end = nl == std::string::npos ? text.size() : nl;
+        lineno++;
+        if (end - pos > VIP_EXT_HOSTS_LINE_MAX) {
+            std::string why = "longer than " + std::to_string(VIP_EXT_HOSTS_LINE_MAX) + " bytes";
+            return ns_fail(path, lineno, why.c_str());
+        }
+        std::string line = text.substr(pos, end - pos);
+        pos = end + 1;
+        if (line.find('\0') != std::string::npos) return ns_fail(path, lineno, "contains a NUL byte");
+        std::vector<std::string> fields;
+        for (size_t i = 0; i < line.size();) {
+            while (i < line.size() && blank(line[i])) i++;
+            size_t j = i;
+            while (j < line.size() && !blank(line[j])) j++;
+            if (j > i) fields.push_back(line.substr(i, j - i));
+            i = j;
+        }
+        if (fields.empty() || fields[0][0] == '#') continue;
+        if (fields.size() != 2) return ns_fail(path, lineno, "not 'name hexaddress'");
+        if (!name_ok(fields[0].c_str()))
+            return ns_fail(path, lineno, "bad name (1 to 255 bytes, no '/', not '.' or '..')");
         std::vector<uint8_t> a;
-        if (!(ls >> name >> hex) || !parse_hex(hex, &a)) return VIP_ERROR_NAMESERVICE;
-        nic->hosts.emplace_back(name, a);
+        if (!parse_hex(fields[1], &a)) {
+            std::string why = "bad address (an even number of hex digits, 1 to " + std::to_string(NICFW_MAX_ADDR) +
+                              " bytes)";
+            return ns_fail(path, lineno, why.c_str());
+        }
+        hosts.emplace_back(fields[0], a);
     }
+    nic->hosts.swap(hosts);
     return VIP_SUCCESS;
 }
 }  // namespace
 
-VIPL_API VIP_RETURN VipNSInit(VIP_NIC_HANDLE nic, VIP_PVOID info) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipNSInit(VIP_NIC_HANDLE h, VIP_PVOID info) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     std::lock_guard<std::mutex> g(nic->ns_lock);
     const char* path = info ? static_cast<const char*>(info) : getenv("SOFTVIA_HOSTS");
     VIP_RETURN r = load_hosts(nic, path);
@@ -71,8 +161,9 @@ VIPL_API VIP_RETURN VipNSInit(VIP_NIC_HANDLE nic, VIP_PVOID info) {
     return r;
 }
 
-VIPL_API VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE nic) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE h) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     std::lock_guard<std::mutex> g(nic->ns_lock);
     if (!nic->ns_up) return VIP_INVALID_STATE;
     nic->hosts.clear();
@@ -80,9 +171,10 @@ VIPL_API VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE nic) {
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE nic, VIP_CHAR* name, VIP_NET_ADDRESS* addr,
+VIPL_API VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE h, VIP_CHAR* name, VIP_NET_ADDRESS* addr,
                                        VIP_ULONG index) {
-    if (!ok(nic) || !name_ok(name) || !addr) return VIP_INVALID_PARAMETER;
+    NicObj* nic = nic_of(h);
+    if (!nic || !name_ok(name) || !addr) return VIP_INVALID_PARAMETER;
     std::lock_guard<std::mutex> g(nic->ns_lock);
     if (!nic->ns_up) return VIP_INVALID_STATE;  // VipNSInit first
     // One NIC per name: NameIndex 0 is the only one there is.
@@ -102,9 +194,10 @@ VIPL_API VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE nic, VIP_CHAR* name, VIP_N
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* addr, VIP_CHAR* name,
+VIPL_API VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE h, VIP_NET_ADDRESS* addr, VIP_CHAR* name,
                                        VIP_ULONG* len) {
-    if (!ok(nic) || !addr || !name || !len || addr->HostAddressLen == 0 ||
+    NicObj* nic = nic_of(h);
+    if (!nic || !addr || !name || !len || addr->HostAddressLen == 0 ||
         addr->HostAddressLen > NICFW_MAX_ADDR)
         return VIP_INVALID_PARAMETER;
     std::lock_guard<std::mutex> g(nic->ns_lock);

@@ -1,6 +1,7 @@
 // nic.cc -- VipOpenNic/VipCloseNic/VipQueryNic, protection tags, memory registration,
 // error callback, and the softvia extensions that concern the NIC as a whole.
 #include <sched.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "internal.h"
@@ -42,29 +44,70 @@ bool parse_progress(const char* s, nicfw::Progress* p) {
     return true;
 }
 
+// A bad setting: one line on stderr naming it, the value, and what is accepted.
+// Returns false, for the caller's VIP_INVALID_PARAMETER.
+bool bad_setting(const char* setting, const char* value, const char* accepted) {
+    fprintf(stderr, "softvia: %s='%s' is not valid: %s\n", setting, value, accepted);
+    return false;
+}
+
+// Where the device name came from, for messages: the argument or SOFTVIA_DEVICE.
+struct DevName {
+    std::string name;
+    bool from_env = false;
+    std::string what() const { return from_env ? "SOFTVIA_DEVICE" : "device name"; }
+};
+
 // Device names "kind[:key=value,...]" (nicfw/device.h): vipl reads progress= and
 // txbatch= here, the transport the rest when the NIC is created.
-bool parse_device(const std::string& name, nicfw::Progress* progress, uint32_t* tx_batch) {
+bool parse_device(const DevName& dn, nicfw::Progress* progress, uint32_t* tx_batch) {
+    const std::string& name = dn.name;
     nicfw::DeviceSpec spec;
     std::string why;
-    if (nicfw::parse_device_name(name, &spec, &why) < 0) {
-        fprintf(stderr, "softvia: device '%s': %s\n", name.c_str(), why.c_str());
-        return false;
-    }
+    if (nicfw::parse_device_name(name, &spec, &why) < 0)
+        return bad_setting(dn.what().c_str(), name.c_str(), (why + "; want kind[:key=value,...]").c_str());
     const char* p = spec.get("progress");
-    if (p && !parse_progress(p, progress)) {
-        fprintf(stderr, "softvia: device '%s': progress must be inline or thread\n", name.c_str());
-        return false;
-    }
+    if (p && !parse_progress(p, progress))
+        return bad_setting(dn.what().c_str(), name.c_str(), "progress= takes inline or thread");
     if (const char* b = spec.get("txbatch")) {
         char* end = nullptr;
         errno = 0;
         unsigned long v = strtoul(b, &end, 10);
         if (!*b || *end || errno || *b == '-' || v > nicfw::kMaxTxBatch) {
-            fprintf(stderr, "softvia: device '%s': txbatch must be 0..%u frames\n", name.c_str(), nicfw::kMaxTxBatch);
-            return false;
+            std::string acc = "txbatch= takes 0 to " + std::to_string(nicfw::kMaxTxBatch) + " frames";
+            return bad_setting(dn.what().c_str(), name.c_str(), acc.c_str());
         }
         *tx_batch = static_cast<uint32_t>(v);
+    }
+    return true;
+}
+
+// The environment's settings of a NIC being opened (docs/vipl-reference.md, section 17).
+// False (after the message) if one is set and not valid.
+bool read_env_settings(nicfw::EngineConfig* cfg) {
+    const char* penv = getenv("SOFTVIA_PROGRESS");
+    if (penv && *penv && !parse_progress(penv, &cfg->progress))
+        return bad_setting("SOFTVIA_PROGRESS", penv, "inline or thread (or unset)");
+    const char* fenv = getenv("SOFTVIA_FAULTS");
+    if (fenv && *fenv) {
+        nicfw::FaultSpec spec;
+        if (!nicfw::parse_fault_spec(fenv, &spec))
+            return bad_setting("SOFTVIA_FAULTS", fenv,
+                               "comma-separated key=value with keys drop, dup, reorder, corrupt, delay "
+                               "(probabilities 0 to 1), delay_us, seed (whole numbers); empty or unset: no faults");
+        cfg->faults = fenv;
+    }
+    const char* renv = getenv("SOFTVIA_RETRY_TIMEOUT_MS");
+    if (renv && *renv) {
+        char* end;
+        errno = 0;
+        unsigned long long ms = strtoull(renv, &end, 10);
+        if (errno || *end || ms == 0 || ms > nicfw::kMaxRetryTimeoutMs || *renv == '-' || *renv == '+' ||
+            *renv == ' ') {
+            std::string acc = "milliseconds, a whole number from 1 to " + std::to_string(nicfw::kMaxRetryTimeoutMs);
+            return bad_setting("SOFTVIA_RETRY_TIMEOUT_MS", renv, acc.c_str());
+        }
+        cfg->retry_timeout_ms = ms;
     }
     return true;
 }
@@ -75,21 +118,21 @@ std::mutex& open_nics_lock() {
     static auto* m = new std::mutex;
     return *m;
 }
-std::vector<vip_nic*>& open_nics() {
-    static auto* v = new std::vector<vip_nic*>;
+std::vector<NicObj*>& open_nics() {
+    static auto* v = new std::vector<NicObj*>;
     return *v;
 }
 void flush_acks_at_exit() {
     std::lock_guard<std::mutex> g(open_nics_lock());
-    for (vip_nic* n : open_nics()) n->eng->flush_owed_acks();
+    for (NicObj* n : open_nics()) n->eng->flush_owed_acks();
 }
-void note_open(vip_nic* nic) {
+void note_open(NicObj* nic) {
     static bool hooked = false;
     std::lock_guard<std::mutex> g(open_nics_lock());
     if (!hooked) hooked = atexit(flush_acks_at_exit) == 0;
     open_nics().push_back(nic);
 }
-void note_closed(vip_nic* nic) {
+void note_closed(NicObj* nic) {
     std::lock_guard<std::mutex> g(open_nics_lock());
     auto& v = open_nics();
     v.erase(std::remove(v.begin(), v.end(), nic), v.end());
@@ -99,46 +142,50 @@ void note_closed(vip_nic* nic) {
 VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_OPTIONS* Options,
                                   VIP_NIC_HANDLE* NicHandle) {
     if (!NicHandle) return VIP_INVALID_PARAMETER;
-    std::string name = DeviceName ? DeviceName : "";
-    if (name.empty()) {
+    DevName dn;
+    dn.name = DeviceName ? DeviceName : "";
+    if (dn.name.empty()) {
         const char* env = getenv("SOFTVIA_DEVICE");
-        name = env && *env ? env : "shm";
+        dn.from_env = env && *env;
+        dn.name = dn.from_env ? env : "shm";
     }
+    const std::string& name = dn.name;
     nicfw::EngineConfig cfg;
-    const char* penv = getenv("SOFTVIA_PROGRESS");
-    if (penv && *penv && !parse_progress(penv, &cfg.progress)) return VIP_INVALID_PARAMETER;
-    if (!parse_device(name, &cfg.progress, &cfg.tx_batch)) return VIP_INVALID_PARAMETER;
+    if (!read_env_settings(&cfg)) return VIP_INVALID_PARAMETER;
+    if (!parse_device(dn, &cfg.progress, &cfg.tx_batch)) return VIP_INVALID_PARAMETER;
     if (Options) {
         // Read as an integer: a caller's out-of-range value is bad input, not UB here.
         uint32_t mode;
         memcpy(&mode, &Options->Progress, sizeof mode);
-        if (mode != VIP_EXT_PROGRESS_INLINE && mode != VIP_EXT_PROGRESS_THREAD) return VIP_INVALID_PARAMETER;
+        if (mode != VIP_EXT_PROGRESS_INLINE && mode != VIP_EXT_PROGRESS_THREAD) {
+            fprintf(stderr, "softvia: VipExtOpenNic: Options->Progress %u is not valid: "
+                            "VIP_EXT_PROGRESS_INLINE (0) or VIP_EXT_PROGRESS_THREAD (1)\n", mode);
+            return VIP_INVALID_PARAMETER;
+        }
         cfg.progress = mode == VIP_EXT_PROGRESS_THREAD ? nicfw::Progress::kThread : nicfw::Progress::kInline;
     }
-    const char* fenv = getenv("SOFTVIA_FAULTS");
-    if (fenv && *fenv) {
-        nicfw::FaultSpec spec;
-        if (!nicfw::parse_fault_spec(fenv, &spec)) return VIP_INVALID_PARAMETER;
-        cfg.faults = fenv;
-    }
-    const char* renv = getenv("SOFTVIA_RETRY_TIMEOUT_MS");
-    if (renv && *renv) {
-        char* end;
-        errno = 0;
-        unsigned long long ms = strtoull(renv, &end, 10);
-        if (errno || *end || ms == 0 || ms > nicfw::kMaxRetryTimeoutMs || *renv == '-') return VIP_INVALID_PARAMETER;
-        cfg.retry_timeout_ms = ms;
-    }
-    auto* nic = new (std::nothrow) vip_nic();
+    auto* nic = new (std::nothrow) NicObj();
     if (!nic) return VIP_ERROR_RESOURCE;
+    // The handle exists before the engine, which puts it in error descriptors; it finds
+    // nothing until the NIC is complete (attach below).
+    {
+        std::lock_guard<std::mutex> g(Handles::lock());
+        nic->handle = Handles::add_locked(Kind::kNic, nullptr);
+    }
+    if (!nic->handle) {
+        delete nic;
+        return VIP_ERROR_RESOURCE;
+    }
     cfg.device = name;
-    cfg.nic_user = nic;
+    cfg.nic_user = handle_of<void*>(nic->handle);
     std::string why;
     int rc = nicfw::Engine::create(cfg, &nic->eng, &why);
     if (rc < 0) {
+        Handles::remove(nic->handle);
         delete nic;
         // A name or option that is wrong is the caller's; a device that cannot start is not.
-        fprintf(stderr, "softvia: cannot open NIC '%s': %s\n", name.c_str(), why.c_str());
+        fprintf(stderr, "softvia: cannot open NIC '%s'%s: %s\n", name.c_str(),
+                dn.from_env ? " (SOFTVIA_DEVICE)" : "", why.c_str());
         return rc == -EINVAL || rc == -ENODEV ? VIP_INVALID_PARAMETER : VIP_ERROR_RESOURCE;
     }
     nic->device = name;
@@ -146,7 +193,11 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
     const uint8_t* a = nic->eng->transport().local_addr(&alen);
     nic->addr.assign(a, a + alen);
     note_open(nic);
-    *NicHandle = nic;
+    {
+        std::lock_guard<std::mutex> g(Handles::lock());
+        Handles::attach_locked(nic->handle, nic);
+    }
+    *NicHandle = handle_of<VIP_NIC_HANDLE>(nic->handle);
     return VIP_SUCCESS;
 }
 
@@ -154,22 +205,45 @@ VIPL_API VIP_RETURN VipOpenNic(const VIP_CHAR* DeviceName, VIP_NIC_HANDLE* NicHa
     return VipExtOpenNic(DeviceName, nullptr, NicHandle);
 }
 
-VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
-    nic->magic = kDead;
+VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE h) {
+    NicObj* nic;
+    {
+        // Every handle of the NIC ends at once: from here no call finds any of them, and
+        // no blocking call takes a new hold on the NIC.
+        std::lock_guard<std::mutex> g(Handles::lock());
+        nic = nic_of(h);
+        if (!nic) return VIP_INVALID_PARAMETER;
+        if (NicHold::held_here(nic)) return VIP_INVALID_STATE;  // an error callback inside a wait on it
+        nic->closing.store(true, std::memory_order_relaxed);
+        std::lock_guard<std::mutex> o(nic->objs_lock);
+        for (auto* v : nic->vis) Handles::remove_locked(v->handle);
+        for (auto* c : nic->cqs) Handles::remove_locked(c->handle);
+        for (auto* p : nic->ptags) Handles::remove_locked(p->handle);
+        for (auto* c : nic->conns) Handles::remove_locked(c->handle);
+        for (auto* l : nic->listens) Handles::remove_locked(l->handle);
+        Handles::remove_locked(nic->handle);
+    }
+    // Threads in the NIC's blocking calls see closing and return VIP_INVALID_STATE; in
+    // thread mode they may be asleep in the firmware's futex, so wake them until all left.
+    while (nic->holds.load(std::memory_order_acquire) != 0) {
+        nic->eng->wake_blocked();
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, nullptr);
+    }
     note_closed(nic);
     nic->eng.reset();  // stops the firmware, tells connected peers we left
-    for (auto* v : nic->vis) { v->magic = kDead; delete v; }
-    for (auto* c : nic->cqs) { c->magic = kDead; delete c; }
-    for (auto* p : nic->ptags) { p->magic = kDead; delete p; }
-    for (auto* c : nic->conns) { c->magic = kDead; delete c; }
-    for (auto* l : nic->listens) { l->magic = kDead; delete l; }  // the engine owned their listeners
+    for (auto* v : nic->vis) delete v;
+    for (auto* c : nic->cqs) delete c;
+    for (auto* p : nic->ptags) delete p;
+    for (auto* c : nic->conns) delete c;
+    for (auto* l : nic->listens) delete l;  // the engine owned their listeners
     delete nic;
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipQueryNic(VIP_NIC_HANDLE nic, VIP_NIC_ATTRIBUTES* a) {
-    if (!ok(nic) || !a) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipQueryNic(VIP_NIC_HANDLE h, VIP_NIC_ATTRIBUTES* a) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !a) return VIP_INVALID_PARAMETER;
     memset(a, 0, sizeof *a);
     snprintf(a->Name, sizeof a->Name, "softvia-%s", nic->device.c_str());
     a->HardwareVersion = NICFW_ABI_VERSION;
@@ -198,9 +272,10 @@ VIPL_API VIP_RETURN VipQueryNic(VIP_NIC_HANDLE nic, VIP_NIC_ATTRIBUTES* a) {
 }
 
 // ---------------------------------------------------------------- protection tags
-VIPL_API VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE* out) {
-    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
-    auto* p = new (std::nothrow) vip_ptag();
+VIPL_API VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE h, VIP_PROTECTION_HANDLE* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out) return VIP_INVALID_PARAMETER;
+    auto* p = new (std::nothrow) PtagObj();
     if (!p) return VIP_ERROR_RESOURCE;
     int rc = nic->eng->create_ptag(&p->id);
     if (rc < 0) {
@@ -208,50 +283,58 @@ VIPL_API VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE* out
         return VIP_ERROR_RESOURCE;
     }
     p->nic = nic;
-    std::lock_guard<std::mutex> g(nic->objs_lock);
-    nic->ptags.insert(p);
-    *out = p;
+    if (!reserve(p, Kind::kPtag)) {
+        nic->eng->destroy_ptag(p->id);
+        delete p;
+        return VIP_ERROR_RESOURCE;
+    }
+    publish(p, nic->ptags);
+    *out = handle_of<VIP_PROTECTION_HANDLE>(p->handle);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE p) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
-    if (!ok(p) || p->nic != nic) return VIP_INVALID_PTAG;
+VIPL_API VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE h, VIP_PROTECTION_HANDLE ph) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
+    PtagObj* p = ptag_of(ph);
+    if (!p || p->nic != nic) return VIP_INVALID_PTAG;
     int rc = nic->eng->destroy_ptag(p->id);
     if (rc == -EBUSY) return VIP_INVALID_STATE;  // memory or VIs still carry it
     if (rc < 0) return VIP_INVALID_PTAG;
-    std::lock_guard<std::mutex> g(nic->objs_lock);
-    nic->ptags.erase(p);
-    p->magic = kDead;
+    unpublish(p, nic->ptags);
     delete p;
     return VIP_SUCCESS;
 }
 
 // ---------------------------------------------------------------- memory
-VIPL_API VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_ULONG len,
+VIPL_API VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_ULONG len,
                                    VIP_MEM_ATTRIBUTES* attrs, VIP_MEM_HANDLE* memh) {
-    if (!ok(nic) || !va || !attrs || !memh || len == 0) return VIP_INVALID_PARAMETER;
+    NicObj* nic = nic_of(h);
+    if (!nic || !va || !attrs || !memh || len == 0) return VIP_INVALID_PARAMETER;
     if (len > NICFW_MAX_REGION_BYTES || reinterpret_cast<uint64_t>(va) + len < len)
         return VIP_INVALID_PARAMETER;
-    if (!ok(attrs->Ptag) || attrs->Ptag->nic != nic) return VIP_INVALID_PTAG;
+    PtagObj* pt = ptag_of(attrs->Ptag);
+    if (!pt || pt->nic != nic) return VIP_INVALID_PTAG;
     // The NIC refuses memory it could not access as the attributes allow (-EFAULT: not
     // mapped, not readable, or not writable for RDMA write).
-    int rc = nic->eng->register_mem(reinterpret_cast<uint64_t>(va), len, attrs->Ptag->id,
+    int rc = nic->eng->register_mem(reinterpret_cast<uint64_t>(va), len, pt->id,
                                     attrs->EnableRdmaWrite != 0, attrs->EnableRdmaRead != 0, memh);
     if (rc == -EPERM) return VIP_INVALID_PTAG;
     if (rc == -EFAULT) return VIP_INVALID_PARAMETER;
     return rc < 0 ? VIP_ERROR_RESOURCE : VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE memh) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_MEM_HANDLE memh) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     return nic->eng->deregister_mem(reinterpret_cast<uint64_t>(va), memh) < 0 ? VIP_INVALID_PARAMETER
                                                                              : VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipQueryMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE memh,
+VIPL_API VIP_RETURN VipQueryMem(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_MEM_HANDLE memh,
                                 VIP_MEM_ATTRIBUTES* attrs) {
-    if (!ok(nic) || !attrs) return VIP_INVALID_PARAMETER;
+    NicObj* nic = nic_of(h);
+    if (!nic || !attrs) return VIP_INVALID_PARAMETER;
     uint32_t ptag;
     bool w, r;
     if (nic->eng->query_mem(reinterpret_cast<uint64_t>(va), memh, &ptag, &w, &r) < 0)
@@ -259,98 +342,111 @@ VIPL_API VIP_RETURN VipQueryMem(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE
     attrs->Ptag = nullptr;
     std::lock_guard<std::mutex> g(nic->objs_lock);
     for (auto* p : nic->ptags)
-        if (p->id == ptag) attrs->Ptag = p;
+        if (p->id == ptag) attrs->Ptag = handle_of<VIP_PROTECTION_HANDLE>(p->handle);
     attrs->EnableRdmaWrite = w;
     attrs->EnableRdmaRead = r;
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE nic, VIP_PVOID va, VIP_MEM_HANDLE memh,
+VIPL_API VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_MEM_HANDLE memh,
                                         VIP_MEM_ATTRIBUTES* attrs) {
-    if (!ok(nic) || !attrs) return VIP_INVALID_PARAMETER;
-    if (!ok(attrs->Ptag) || attrs->Ptag->nic != nic) return VIP_INVALID_PTAG;
-    int rc = nic->eng->set_mem_attrs(reinterpret_cast<uint64_t>(va), memh, attrs->Ptag->id,
+    NicObj* nic = nic_of(h);
+    if (!nic || !attrs) return VIP_INVALID_PARAMETER;
+    PtagObj* pt = ptag_of(attrs->Ptag);
+    if (!pt || pt->nic != nic) return VIP_INVALID_PTAG;
+    int rc = nic->eng->set_mem_attrs(reinterpret_cast<uint64_t>(va), memh, pt->id,
                                      attrs->EnableRdmaWrite != 0, attrs->EnableRdmaRead != 0);
     if (rc == -EPERM) return VIP_INVALID_PTAG;
     return rc < 0 ? VIP_INVALID_PARAMETER : VIP_SUCCESS;
 }
 
 // ---------------------------------------------------------------- errors, notify, misc
-VIPL_API VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE nic, VIP_PVOID ctx, VIP_ERROR_HANDLER_FN fn) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE h, VIP_PVOID ctx, VIP_ERROR_HANDLER_FN fn) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     nic->eng->set_error_handler(ctx, fn);
     return VIP_SUCCESS;
 }
 
 // Asynchronous completion handlers need a notification thread per NIC; not built yet.
 VIPL_API VIP_RETURN VipSendNotify(VIP_VI_HANDLE vi, VIP_PVOID, VIP_DESC_NOTIFY_FN) {
-    return ok(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+    return vi_of(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
 }
 VIPL_API VIP_RETURN VipRecvNotify(VIP_VI_HANDLE vi, VIP_PVOID, VIP_DESC_NOTIFY_FN) {
-    return ok(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+    return vi_of(vi) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
 }
 VIPL_API VIP_RETURN VipCQNotify(VIP_CQ_HANDLE cq, VIP_PVOID, VIP_CQ_NOTIFY_FN) {
-    return ok(cq) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+    return cq_of(cq) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
 }
 VIPL_API VIP_RETURN VipQuerySystemManagementInfo(VIP_NIC_HANDLE nic, VIP_ULONG, VIP_PVOID) {
-    return ok(nic) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
+    return nic_of(nic) ? VIP_EXT_NOT_IMPLEMENTED : VIP_INVALID_PARAMETER;
 }
 
-VIPL_API VIP_RETURN VipExtGetProgressMode(VIP_NIC_HANDLE nic, VIP_EXT_PROGRESS_MODE* mode) {
-    if (!ok(nic) || !mode) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtGetProgressMode(VIP_NIC_HANDLE h, VIP_EXT_PROGRESS_MODE* mode) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !mode) return VIP_INVALID_PARAMETER;
     *mode = nic->eng->progress_mode() == nicfw::Progress::kThread ? VIP_EXT_PROGRESS_THREAD
                                                                  : VIP_EXT_PROGRESS_INLINE;
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtProgress(VIP_NIC_HANDLE nic) {
-    if (!ok(nic)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtProgress(VIP_NIC_HANDLE h) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
     return nic->eng->progress() ? VIP_SUCCESS : VIP_NOT_DONE;
 }
 
+// The firmware writes the counters while we read (relaxed atomics on both sides, nicfw::bump).
 static void copy_counters(const nicfw_counters& c, VIP_EXT_COUNTERS* out) {
-    out->TxFrames = c.tx_frames;
-    out->TxBytes = c.tx_bytes;
-    out->RxFrames = c.rx_frames;
-    out->RxBytes = c.rx_bytes;
-    out->SendsDone = c.sends_done;
-    out->RecvsDone = c.recvs_done;
-    out->Drops = c.drops;
-    out->Errors = c.errors;
-    out->Retransmits = c.retransmits;
+    auto rd = [](const uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); };
+    out->TxFrames = rd(c.tx_frames);
+    out->TxBytes = rd(c.tx_bytes);
+    out->RxFrames = rd(c.rx_frames);
+    out->RxBytes = rd(c.rx_bytes);
+    out->SendsDone = rd(c.sends_done);
+    out->RecvsDone = rd(c.recvs_done);
+    out->Drops = rd(c.drops);
+    out->Errors = rd(c.errors);
+    out->Retransmits = rd(c.retransmits);
 }
 
-VIPL_API VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE nic, VIP_EXT_COUNTERS* out) {
-    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtQueryNicCounters(VIP_NIC_HANDLE h, VIP_EXT_COUNTERS* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out) return VIP_INVALID_PARAMETER;
     copy_counters(nic->eng->status()->nic, out);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtQueryViCounters(VIP_VI_HANDLE vi, VIP_EXT_COUNTERS* out) {
-    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtQueryViCounters(VIP_VI_HANDLE h, VIP_EXT_COUNTERS* out) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !out) return VIP_INVALID_PARAMETER;
     copy_counters(vi->dev->st->c, out);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE vi, VIP_UINT32* id) {
-    if (!ok(vi) || !id) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE h, VIP_UINT32* id) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !id) return VIP_INVALID_PARAMETER;
     *id = NICFW_VI_INDEX(vi->dev->id);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE vi, VIP_ULONG ms) {
-    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE h, VIP_ULONG ms) {
+    ViObj* vi = vi_of(h);
+    if (!vi) return VIP_INVALID_PARAMETER;
     return vi->nic->eng->set_retry_timeout(vi->dev, ms) < 0 ? VIP_INVALID_PARAMETER : VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtSetFaults(VIP_NIC_HANDLE nic, const VIP_CHAR* spec) {
-    if (!ok(nic) || !spec) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtSetFaults(VIP_NIC_HANDLE h, const VIP_CHAR* spec) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !spec) return VIP_INVALID_PARAMETER;
     int rc = nic->eng->set_faults(spec);
     return rc == -EINVAL ? VIP_INVALID_PARAMETER : rc < 0 ? VIP_INVALID_STATE : VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtQueryFaultCounters(VIP_NIC_HANDLE nic, VIP_EXT_FAULT_COUNTERS* out) {
-    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtQueryFaultCounters(VIP_NIC_HANDLE h, VIP_EXT_FAULT_COUNTERS* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out) return VIP_INVALID_PARAMETER;
     nicfw::FaultCounters c;
     if (!nic->eng->fault_counters(&c)) return VIP_INVALID_STATE;
     out->Dropped = c.dropped;

@@ -8,18 +8,19 @@ using namespace softvia::vipl;
 
 namespace {
 // Checks VI attributes against what this NIC supports; the VIA return code on failure.
-VIP_RETURN check_attrs(vip_nic* nic, const VIP_VI_ATTRIBUTES* a, nicfw::ViAttrs* out) {
+VIP_RETURN check_attrs(NicObj* nic, const VIP_VI_ATTRIBUTES* a, nicfw::ViAttrs* out) {
     if (!a) return VIP_INVALID_PARAMETER;
     VIP_RELIABILITY_LEVEL r = a->ReliabilityLevel;
     if (r != VIP_SERVICE_UNRELIABLE && r != VIP_SERVICE_RELIABLE_DELIVERY &&
         r != VIP_SERVICE_RELIABLE_RECEPTION)
         return VIP_INVALID_RELIABILITY_LEVEL;
     if (a->MaxTransferSize > NICFW_MAX_TRANSFER) return VIP_INVALID_MTU;
-    if (!ok(a->Ptag) || a->Ptag->nic != nic) return VIP_INVALID_PTAG;
+    PtagObj* pt = ptag_of(a->Ptag);
+    if (!pt || pt->nic != nic) return VIP_INVALID_PTAG;
     // RDMA read needs a reliable VI (VIP_NIC_ATTRIBUTES.RDMAReadSupport).
     if (a->EnableRdmaRead && r == VIP_SERVICE_UNRELIABLE) return VIP_INVALID_RDMAREAD;
     out->reliability = r;
-    out->ptag = a->Ptag->id;
+    out->ptag = pt->id;
     out->rdma_write = a->EnableRdmaWrite != 0;
     out->rdma_read = a->EnableRdmaRead != 0;
     // 0 asks for the NIC's maximum.
@@ -29,7 +30,7 @@ VIP_RETURN check_attrs(vip_nic* nic, const VIP_VI_ATTRIBUTES* a, nicfw::ViAttrs*
 
 // Appends d to the driver queue and rings the doorbell, under the queue lock so the
 // doorbells of one queue reach the NIC in the order of the driver queue.
-VIP_RETURN post(vip_vi* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+VIP_RETURN post(ViObj* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
     // The NIC writes status into the descriptor, so it must lie in registered memory
     // under memh; anything wrong beyond that comes back as descriptor status.
     if (!vi->nic->eng->desc_in_registered_memory(memh, d, sizeof(VIP_CONTROL_SEGMENT)))
@@ -37,7 +38,8 @@ VIP_RETURN post(vip_vi* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VI
     {
         std::lock_guard<SpinLock> g(q.lock);
         if (!q.reserve()) return VIP_ERROR_RESOURCE;  // MaxDescriptorsPerQueue outstanding
-        d->CS.Status = 0;
+        // Registered, but perhaps unmapped or write-protected by the program since.
+        if (nicfw::hostmem::store32(&d->CS.Status, 0) != 0) return VIP_INVALID_PARAMETER;
         q.ring[q.tail++ & q.mask] = d;
         nicfw_doorbell db{reinterpret_cast<uint64_t>(d), memh,
                           static_cast<uint16_t>(NICFW_VI_INDEX(vi->dev->id)), kind};
@@ -54,56 +56,79 @@ VIP_RETURN take_done(DriverQueue& q, VIP_DESCRIPTOR** out) {
     std::lock_guard<SpinLock> g(q.lock);
     if (q.head == q.tail) return VIP_NOT_DONE;
     VIP_DESCRIPTOR* d = q.ring[q.head & q.mask];
-    // Acquire pairs with the firmware's release store of Status (nicfw/src/datapath.h, complete_on).
-    if (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) return VIP_NOT_DONE;
+    // Acquire pairs with the firmware's store of Length and Status (nicfw/src/datapath.h,
+    // complete_on). A descriptor the program unmapped after posting it cannot be read:
+    // it leaves the queue with VIP_DESCRIPTOR_ERROR (docs/memory-safety.md).
+    uint32_t status;
+    if (!nicfw::hostmem::load32_acquire(&d->CS.Status, &status)) {
+        q.head++;
+        *out = d;
+        return VIP_DESCRIPTOR_ERROR;
+    }
+    if (!(status & VIP_STATUS_DONE)) return VIP_NOT_DONE;
     q.head++;
     *out = d;
     return VIP_SUCCESS;
 }
 
-VIP_RETURN done(vip_vi* vi, DriverQueue& q, VIP_DESCRIPTOR** out) {
-    if (take_done(q, out) == VIP_SUCCESS) return VIP_SUCCESS;
+VIP_RETURN done(ViObj* vi, DriverQueue& q, VIP_DESCRIPTOR** out) {
+    VIP_RETURN r = take_done(q, out);
+    if (r != VIP_NOT_DONE) return r;
     if (!vi->nic->eng->progress()) return VIP_NOT_DONE;
     return take_done(q, out);
 }
 
-VIP_RETURN wait(vip_vi* vi, DriverQueue& q, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
+// The Wait calls (the caller holds vi's NIC): VIP_INVALID_STATE also when the NIC closes.
+VIP_RETURN wait(ViObj* vi, DriverQueue& q, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
     {
         std::lock_guard<SpinLock> g(q.lock);
         if (q.head == q.tail) return VIP_INVALID_STATE;  // nothing posted: it would never end
     }
-    bool got = wait_until(vi->nic, timeout, [&] { return take_done(q, out) == VIP_SUCCESS; });
-    return got ? VIP_SUCCESS : VIP_TIMEOUT;
+    VIP_RETURN r = VIP_NOT_DONE;
+    switch (wait_until(vi->nic, timeout, [&] { return (r = take_done(q, out)) != VIP_NOT_DONE; })) {
+        case Waited::kHeld: return r;
+        case Waited::kTimeout: return VIP_TIMEOUT;
+        default: return VIP_INVALID_STATE;
+    }
 }
 }  // namespace
 
-VIPL_API VIP_RETURN VipCreateVi(VIP_NIC_HANDLE nic, VIP_VI_ATTRIBUTES* attrs, VIP_CQ_HANDLE scq,
-                                VIP_CQ_HANDLE rcq, VIP_VI_HANDLE* out) {
-    if (!ok(nic) || !out) return VIP_INVALID_PARAMETER;
-    if ((scq && (!ok(scq) || scq->nic != nic)) || (rcq && (!ok(rcq) || rcq->nic != nic)))
-        return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipCreateVi(VIP_NIC_HANDLE h, VIP_VI_ATTRIBUTES* attrs, VIP_CQ_HANDLE scqh,
+                                VIP_CQ_HANDLE rcqh, VIP_VI_HANDLE* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out) return VIP_INVALID_PARAMETER;
+    CqObj* scq = scqh ? cq_of(scqh) : nullptr;
+    CqObj* rcq = rcqh ? cq_of(rcqh) : nullptr;
+    if ((scqh && (!scq || scq->nic != nic)) || (rcqh && (!rcq || rcq->nic != nic))) return VIP_INVALID_PARAMETER;
     nicfw::ViAttrs a;
     if (VIP_RETURN r = check_attrs(nic, attrs, &a)) return r;
-    auto* vi = new (std::nothrow) vip_vi();
+    auto* vi = new (std::nothrow) ViObj();
     if (!vi) return VIP_ERROR_RESOURCE;
     vi->nic = nic;
     vi->attrs = *attrs;
     vi->attrs.MaxTransferSize = a.max_transfer;
     vi->scq = scq;
     vi->rcq = rcq;
-    int rc = nic->eng->create_vi(a, scq ? scq->dev : nullptr, rcq ? rcq->dev : nullptr, vi, &vi->dev);
+    if (!reserve(vi, Kind::kVi)) {
+        delete vi;
+        return VIP_ERROR_RESOURCE;
+    }
+    // The device puts the handle in CQ entries and error descriptors.
+    int rc = nic->eng->create_vi(a, scq ? scq->dev : nullptr, rcq ? rcq->dev : nullptr,
+                                 handle_of<void*>(vi->handle), &vi->dev);
     if (rc < 0) {
+        Handles::remove(vi->handle);
         delete vi;
         return rc == -EPERM ? VIP_INVALID_PTAG : VIP_ERROR_RESOURCE;
     }
-    std::lock_guard<std::mutex> g(nic->objs_lock);
-    nic->vis.insert(vi);
-    *out = vi;
+    publish(vi, nic->vis);
+    *out = handle_of<VIP_VI_HANDLE>(vi->handle);
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipDestroyVi(VIP_VI_HANDLE vi) {
-    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipDestroyVi(VIP_VI_HANDLE h) {
+    ViObj* vi = vi_of(h);
+    if (!vi) return VIP_INVALID_PARAMETER;
     {
         // Descriptors the program has not taken back yet keep the VI alive (VIA 1.0).
         std::lock_guard<SpinLock> a(vi->sq.lock);
@@ -112,17 +137,15 @@ VIPL_API VIP_RETURN VipDestroyVi(VIP_VI_HANDLE vi) {
         if (!vi->sq.empty() || !vi->rq.empty() || !vi->rq_reply.empty()) return VIP_INVALID_STATE;
     }
     if (vi->nic->eng->destroy_vi(vi->dev) < 0) return VIP_INVALID_STATE;  // still connected
-    vip_nic* nic = vi->nic;
-    std::lock_guard<std::mutex> g(nic->objs_lock);
-    nic->vis.erase(vi);
-    vi->magic = kDead;
+    unpublish(vi, vi->nic->vis);
     delete vi;
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipQueryVi(VIP_VI_HANDLE vi, VIP_VI_STATE* state, VIP_VI_ATTRIBUTES* attrs,
+VIPL_API VIP_RETURN VipQueryVi(VIP_VI_HANDLE h, VIP_VI_STATE* state, VIP_VI_ATTRIBUTES* attrs,
                                VIP_BOOLEAN* sq_empty, VIP_BOOLEAN* rq_empty) {
-    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+    ViObj* vi = vi_of(h);
+    if (!vi) return VIP_INVALID_PARAMETER;
     vi->nic->eng->progress();
     if (state) *state = static_cast<VIP_VI_STATE>(vi->dev->state.load(std::memory_order_acquire));
     if (attrs) *attrs = vi->attrs;
@@ -137,8 +160,9 @@ VIPL_API VIP_RETURN VipQueryVi(VIP_VI_HANDLE vi, VIP_VI_STATE* state, VIP_VI_ATT
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* attrs) {
-    if (!ok(vi)) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE h, VIP_VI_ATTRIBUTES* attrs) {
+    ViObj* vi = vi_of(h);
+    if (!vi) return VIP_INVALID_PARAMETER;
     nicfw::ViAttrs a;
     if (VIP_RETURN r = check_attrs(vi->nic, attrs, &a)) return r;
     int rc = vi->nic->eng->set_vi_attrs(vi->dev, a);
@@ -150,64 +174,78 @@ VIPL_API VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE vi, VIP_VI_ATTRIBUTES* attr
 }
 
 // ---------------------------------------------------------------- data path
-VIPL_API VIP_RETURN VipPostSend(VIP_VI_HANDLE vi, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
-    if (!ok(vi) || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
+VIPL_API VIP_RETURN VipPostSend(VIP_VI_HANDLE h, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
         return VIP_INVALID_PARAMETER;
     // Sends need a connection; receives may be posted before one (VIA 1.0).
     if (vi->dev->state.load(std::memory_order_acquire) != VIP_STATE_CONNECTED) return VIP_INVALID_STATE;
     return post(vi, vi->sq, NICFW_SENDQ, d, memh);
 }
 
-VIPL_API VIP_RETURN VipPostRecv(VIP_VI_HANDLE vi, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
-    if (!ok(vi) || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
+VIPL_API VIP_RETURN VipPostRecv(VIP_VI_HANDLE h, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
         return VIP_INVALID_PARAMETER;
     return post(vi, vi->rq, NICFW_RECVQ, d, memh);
 }
 
-VIPL_API VIP_RETURN VipSendDone(VIP_VI_HANDLE vi, VIP_DESCRIPTOR** out) {
-    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipSendDone(VIP_VI_HANDLE h, VIP_DESCRIPTOR** out) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !out) return VIP_INVALID_PARAMETER;
     return done(vi, vi->sq, out);
 }
 
-VIPL_API VIP_RETURN VipRecvDone(VIP_VI_HANDLE vi, VIP_DESCRIPTOR** out) {
-    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipRecvDone(VIP_VI_HANDLE h, VIP_DESCRIPTOR** out) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !out) return VIP_INVALID_PARAMETER;
     return done(vi, vi->rq, out);
 }
 
-VIPL_API VIP_RETURN VipSendWait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
-    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipSendWait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
+    if (!vi || !out) return VIP_INVALID_PARAMETER;
     return wait(vi, vi->sq, timeout, out);
 }
 
-VIPL_API VIP_RETURN VipRecvWait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
-    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipRecvWait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
+    if (!vi || !out) return VIP_INVALID_PARAMETER;
     return wait(vi, vi->rq, timeout, out);
 }
 
 // ---------------------------------------------------------------- steering (extension)
-VIPL_API VIP_RETURN VipExtEnableSteering(VIP_VI_HANDLE vi, VIP_CQ_HANDLE reply_cq) {
-    if (!ok(vi) || (reply_cq && (!ok(reply_cq) || reply_cq->nic != vi->nic))) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtEnableSteering(VIP_VI_HANDLE h, VIP_CQ_HANDLE cqh) {
+    ViObj* vi = vi_of(h);
+    CqObj* reply_cq = cqh ? cq_of(cqh) : nullptr;
+    if (!vi || (cqh && (!reply_cq || reply_cq->nic != vi->nic))) return VIP_INVALID_PARAMETER;
     if (vi->nic->eng->enable_steering(vi->dev, reply_cq ? reply_cq->dev : nullptr) < 0) return VIP_INVALID_STATE;
     vi->reply_cq = reply_cq;
     vi->steering = true;
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtPostRecvReply(VIP_VI_HANDLE vi, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
-    if (!ok(vi) || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
+VIPL_API VIP_RETURN VipExtPostRecvReply(VIP_VI_HANDLE h, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
         return VIP_INVALID_PARAMETER;
     if (!vi->steering) return VIP_INVALID_STATE;
     return post(vi, vi->rq_reply, NICFW_REPLYQ, d, memh);
 }
 
-VIPL_API VIP_RETURN VipExtRecvReplyDone(VIP_VI_HANDLE vi, VIP_DESCRIPTOR** out) {
-    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtRecvReplyDone(VIP_VI_HANDLE h, VIP_DESCRIPTOR** out) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !out) return VIP_INVALID_PARAMETER;
     if (!vi->steering) return VIP_INVALID_STATE;
     return done(vi, vi->rq_reply, out);
 }
 
-VIPL_API VIP_RETURN VipExtRecvReplyWait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
-    if (!ok(vi) || !out) return VIP_INVALID_PARAMETER;
+VIPL_API VIP_RETURN VipExtRecvReplyWait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR** out) {
+    NicHold hold;
+    ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
+    if (!vi || !out) return VIP_INVALID_PARAMETER;
     if (!vi->steering) return VIP_INVALID_STATE;
     return wait(vi, vi->rq_reply, timeout, out);
 }

@@ -87,6 +87,13 @@ inline uint32_t send_op_status(const VIP_DESCRIPTOR* d) {
     }
 }
 
+// Status-page counters (nicfw_counters): one writer, the firmware under the engine lock;
+// readers in this process (VipExtQuery*Counters) and others (softvia-nicinfo) at any time.
+// Relaxed atomic load and store: the same instructions as ++ on x86-64, and no data race.
+[[gnu::always_inline]] inline void bump(uint64_t& c, uint64_t n = 1) {
+    __atomic_store_n(&c, __atomic_load_n(&c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
 struct WorkItem {
     VIP_DESCRIPTOR* desc;
     uint32_t memh;
@@ -502,6 +509,9 @@ public:
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
         return held;
     }
+    // Wakes every thread asleep in block() now, to look at its condition again (the
+    // driver's VipCloseNic: its waiters must leave before the NIC goes).
+    void wake_blocked();
 
     void set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*));
     Vi* vi_by_index(uint32_t idx) { return idx < vis_.size() ? vis_[idx].get() : nullptr; }
@@ -531,6 +541,8 @@ private:
     void sleep_on_events(uint32_t ev);
     void wake_sleepers();
     void slow_path(uint64_t now);
+    void release_unused_peers();
+    void forget_peer(int peer);
     bool peer_timer(Vi& vi, uint64_t now);
     void client_timer(Vi& vi, uint64_t now);
     void send_conn_req(Vi& vi);
@@ -692,7 +704,9 @@ private:
         }
     };
     static constexpr size_t kMaxConnKeys = 256;
-    std::vector<ConnKey> held_reqs_;  // handed to the application, not yet accepted or rejected
+    // Handed to the application, not yet accepted or rejected. Never trimmed: each one
+    // keeps its peer's index from being reused under the application's handle.
+    std::vector<ConnKey> held_reqs_;
     std::vector<ConnKey> rejected_;   // the latest rejections (answered again when repeated)
     std::vector<ConnKey> no_match_;   // the latest NO_MATCH answers (the same, so a late copy
                                       // of a request the client gave up on never matches)
@@ -729,6 +743,8 @@ private:
     uint32_t idle_looks_ = 0;     // idle steps that could have looked at it
     uint64_t last_stale_ns_ = 0;  // the last DISCONNECT answering a stale frame
     std::vector<TransportEvent> tr_events_;
+    std::vector<uint8_t> peer_used_;  // release_unused_peers' scratch, by peer index
+    uint32_t slow_turns_ = 0;
 
     // Asynchronous errors, queued under the lock and delivered outside it.
     SpinLock err_lock_;

@@ -20,6 +20,7 @@ extern "C" {
 int nicfw_hm_copy(void* dst, const void* src, size_t n);
 int nicfw_hm_store64(void* dst, uint64_t v);
 int nicfw_hm_store32(void* dst, uint32_t v);
+uint64_t nicfw_hm_load32(const void* src);
 }
 
 namespace softvia::nicfw::hostmem {
@@ -34,6 +35,13 @@ void install();
 [[gnu::always_inline]] inline int copy(void* dst, const void* src, size_t n) { return nicfw_hm_copy(dst, src, n); }
 [[gnu::always_inline]] inline int store64(void* dst, uint64_t v) { return nicfw_hm_store64(dst, v); }
 [[gnu::always_inline]] inline int store32(void* dst, uint32_t v) { return nicfw_hm_store32(dst, v); }
+// A 32-bit word with acquire ordering (a plain load on x86-64); false if it could not
+// be read. For the driver's poll of a descriptor's Status.
+[[gnu::always_inline]] inline bool load32_acquire(const uint32_t* src, uint32_t* out) {
+    const uint64_t r = nicfw_hm_load32(src);
+    *out = static_cast<uint32_t>(r);
+    return (r >> 32) == 0;
+}
 // A snapshot of a T in host memory; false if it could not be read.
 template <class T>
 [[gnu::always_inline]] inline bool load(const void* src, T* out) {

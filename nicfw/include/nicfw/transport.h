@@ -5,6 +5,7 @@
 // (link set-up, liveness) from its timer. One virtual call per burst, none per byte.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,7 +19,11 @@ struct RxFrame {
     int peer;             // transport peer index the frame came from
 };
 
-enum class PeerEvent { kDead };
+// kDead: the peer is gone (its process exited, its NIC closed, or the link was refused
+// or cut; the transport says why on stderr). Nothing more goes to it or comes from it;
+// the index stays reserved until the engine releases it (release_peer).
+// kFreed: a released index no longer names its peer; a later peer may get it.
+enum class PeerEvent { kDead, kFreed };
 
 struct TransportEvent {
     PeerEvent kind;
@@ -40,12 +45,32 @@ public:
     virtual bool lossy() const { return false; }
 
     // Peer index for an address, creating the link on first use. Negative errno on
-    // failure (-EINVAL malformed address, -EHOSTUNREACH peer gone or not ours).
+    // failure: -EINVAL malformed address, -EHOSTUNREACH peer gone or on another host,
+    // -EACCES not ours to reach, -EMFILE/-ENFILE out of fds, -ENOMEM, -ENOSPC at the
+    // peer limit (never -EPERM or -EPROTO, which VIPL reads as other errors).
     virtual int resolve(const uint8_t* addr, size_t len) = 0;
-    // Address bytes of a known peer.
+    // Address bytes of a known peer (empty once its index is freed).
     virtual const std::vector<uint8_t>& peer_addr(int peer) const = 0;
     virtual bool peer_alive(int peer) const = 0;
+    // Peer indices are below this (freed ones included).
     virtual size_t peer_count() const = 0;
+    // Peers linked now (the status page's count).
+    virtual size_t live_peers() const { return peer_count(); }
+    // Makes sure frames can go to peer now (the first send to a peer that reached us
+    // first opens our side of the link). 0, or a negative errno as for resolve; then the
+    // link is cut: the peer learns at once that we refused it, and kDead follows.
+    virtual int open_link(int peer) { return peer_alive(peer) ? 0 : -EHOSTUNREACH; }
+
+    // Peer lifetimes. An index is the engine's to use from resolve() or a received frame
+    // until the engine calls release_peer: it holds no reference to it any more (no VI
+    // connected or connecting to it, no control frame queued for it, no connection
+    // request from it held). The transport then releases the link when it likes (shm:
+    // after a short linger, once the peer has closed its side too; at once for a dead
+    // peer) and reports kFreed; until then a frame from the peer or a resolve() takes the
+    // index back into use, and the engine releases it again when it is done. A dead
+    // peer's fds and mappings are released when its death is seen, whatever the engine
+    // holds. Wires with a fixed set of peers need not free anything.
+    virtual void release_peer(int peer) { (void)peer; }
 
     // Room for one frame of len bytes to peer, or nullptr while the link is full (the
     // engine retries later; nothing is lost). Exactly one commit follows a reserve.
@@ -62,8 +87,8 @@ public:
     virtual int rx_burst(RxFrame* out, int max) = 0;
     virtual void rx_release() = 0;
 
-    // Slow path, called from the engine's timer: link set-up messages, liveness.
-    // Appends what happened to events.
+    // Slow path, called from the engine's timer: link set-up messages, liveness, peers
+    // freed. Appends what happened to events.
     virtual void poll_slow(std::vector<TransportEvent>& events) = 0;
 };
 

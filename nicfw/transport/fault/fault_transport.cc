@@ -205,7 +205,13 @@ int FaultTransport::rx_burst(RxFrame* out, int max) {
 
 void FaultTransport::poll_slow(std::vector<TransportEvent>& events) {
     flush_held(-1);
+    size_t first = events.size();
     inner_->poll_slow(events);
+    // Frames held for a freed index must not reach whichever peer gets it next.
+    for (size_t i = first; i < events.size(); i++)
+        if (events[i].kind == PeerEvent::kFreed)
+            for (auto it = held_.begin(); it != held_.end();)
+                it = it->peer == events[i].peer ? held_.erase(it) : it + 1;
 }
 
 }  // namespace softvia::nicfw

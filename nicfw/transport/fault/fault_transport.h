@@ -33,6 +33,9 @@ public:
     const std::vector<uint8_t>& peer_addr(int peer) const override { return inner_->peer_addr(peer); }
     bool peer_alive(int peer) const override { return inner_->peer_alive(peer); }
     size_t peer_count() const override { return inner_->peer_count(); }
+    size_t live_peers() const override { return inner_->live_peers(); }
+    int open_link(int peer) override { return inner_->open_link(peer); }
+    void release_peer(int peer) override { inner_->release_peer(peer); }
     uint8_t* tx_reserve(int peer, uint32_t len) override;
     void tx_commit(int peer, uint32_t len) override;
     void tx_flush() override { inner_->tx_flush(); }  // a batching wire sends here

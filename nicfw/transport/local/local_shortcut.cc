@@ -38,8 +38,15 @@ int LocalShortcut::adopt(int via, int idx) {
     auto& map = to_ours_[via];
     if (static_cast<size_t>(idx) >= map.size()) map.resize(idx + 1, -1);
     if (map[idx] < 0) {
-        map[idx] = static_cast<int>(peers_.size());
-        peers_.push_back(Peer{via, idx, wrap(via, child_[via]->peer_addr(idx))});
+        Peer p{via, idx, wrap(via, child_[via]->peer_addr(idx))};
+        if (!free_ids_.empty()) {
+            map[idx] = free_ids_.back();
+            free_ids_.pop_back();
+            peers_[map[idx]] = std::move(p);
+        } else {
+            map[idx] = static_cast<int>(peers_.size());
+            peers_.push_back(std::move(p));
+        }
     }
     return map[idx];
 }
@@ -103,7 +110,18 @@ void LocalShortcut::poll_slow(std::vector<TransportEvent>& events) {
         child_events_.clear();
         child_[via]->poll_slow(child_events_);
         for (TransportEvent ev : child_events_) {
-            ev.peer = adopt(via, ev.peer);
+            if (ev.kind == PeerEvent::kFreed) {
+                // The child's index may name a new peer from now on: so may ours.
+                auto& map = to_ours_[via];
+                if (static_cast<size_t>(ev.peer) >= map.size() || map[ev.peer] < 0) continue;
+                int ours = map[ev.peer];
+                map[ev.peer] = -1;
+                peers_[ours] = Peer{-1, -1, {}};
+                free_ids_.push_back(ours);
+                ev.peer = ours;
+            } else {
+                ev.peer = adopt(via, ev.peer);
+            }
             events.push_back(ev);
         }
     }

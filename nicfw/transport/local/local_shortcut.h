@@ -11,6 +11,7 @@
 // length is 0. resolve() also takes a bare wire or shm address.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,9 +42,19 @@ public:
     const std::vector<uint8_t>& peer_addr(int peer) const override { return peers_[peer].addr; }
     bool peer_alive(int peer) const override {
         const Peer& p = peers_[peer];
-        return child_[p.via]->peer_alive(p.idx);
+        return p.via >= 0 && child_[p.via]->peer_alive(p.idx);
     }
     size_t peer_count() const override { return peers_.size(); }
+    size_t live_peers() const override { return child_[kWire]->live_peers() + child_[kShm]->live_peers(); }
+    int open_link(int peer) override {
+        const Peer& p = peers_[peer];
+        return p.via < 0 ? -EHOSTUNREACH : child_[p.via]->open_link(p.idx);
+    }
+    // Our index lives as long as the child's: freed when the child frees its own.
+    void release_peer(int peer) override {
+        if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || peers_[peer].via < 0) return;
+        child_[peers_[peer].via]->release_peer(peers_[peer].idx);
+    }
     uint8_t* tx_reserve(int peer, uint32_t len) override {
         const Peer& p = peers_[peer];
         return child_[p.via]->tx_reserve(p.idx, len);
@@ -67,7 +78,7 @@ public:
 private:
     enum { kWire = 0, kShm = 1 };
     struct Peer {
-        int via;  // kWire or kShm
+        int via;  // kWire or kShm; -1: a freed index
         int idx;  // the child's peer index
         std::vector<uint8_t> addr;
     };
@@ -78,6 +89,7 @@ private:
     std::unique_ptr<Transport> child_[2];
     std::vector<int> to_ours_[2];  // child peer index -> ours (-1: none yet)
     std::vector<Peer> peers_;
+    std::vector<int> free_ids_;
     std::vector<uint8_t> addr_;
     std::string name_;
     uint64_t host_;

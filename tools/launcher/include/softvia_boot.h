@@ -2,9 +2,15 @@
  *
  * Job directory protocol (shared with the vipl name service; keep in sync):
  *
- *   softvia-run creates  ${SOFTVIA_JOB_ROOT:-/dev/shm}/softvia-job.<launcher pid>.<random hex>
- *   (mode 0700) with the subdirectories names/ and kv/, and removes it recursively
- *   when it exits. Each child gets these environment variables:
+ *   softvia-run creates  ${SOFTVIA_JOB_ROOT:-/dev/shm}/softvia-job.<launcher pid>.<16 hex digits>
+ *   (mode 0700) with the subdirectories names/ and kv/ and the file .launcher, which
+ *   the launcher keeps flock()ed for as long as it lives, and removes it recursively
+ *   when it exits. A launcher killed by SIGKILL cannot: its ranks die with it
+ *   (PR_SET_PDEATHSIG), and the next softvia-run on the same job root removes every
+ *   job directory of the calling user whose .launcher it can lock (its launcher is
+ *   gone), or, for one without .launcher, whose launcher pid is gone and which is
+ *   over a minute old. Other users' directories are never touched.
+ *   Each child gets these environment variables:
  *     SOFTVIA_RANK     0..N-1
  *     SOFTVIA_SIZE     N
  *     SOFTVIA_JOB_DIR  absolute path of the job directory

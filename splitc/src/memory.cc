@@ -1,0 +1,196 @@
+// memory.cc -- Split-C's global memory: the program's data segment, the symmetric heap
+// (all_malloc, all_spread_malloc), memory made global by hand, and the checks of
+// addresses against them.
+//
+// Split-C programs rely on global variables and all_* allocations being at the same
+// address in every process. The data segment is, in a non-PIE executable (the runtime
+// compares every process's layout at start-up). The heap is a range reserved at the same
+// fixed address in every process (mmap MAP_FIXED_NOREPLACE, not committed until used),
+// carved by one deterministic allocator: the all_* calls are collectives, so every
+// process makes the same sequence of them and gets the same addresses; each call checks
+// that all processes agree.
+#include <link.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "collectives.h"
+#include "runtime.h"
+
+namespace splitc {
+namespace {
+
+constexpr uint64_t kHeapBase = 0x100000000000ull;  // 16 TiB: far from mmap's and brk's areas
+constexpr uint64_t kDefaultHeap = 256ull << 20;
+constexpr uint64_t kAlign = 64;
+
+Range g_data{0, 0}, g_text{0, 0}, g_heap{0, 0};
+std::map<uint64_t, uint64_t> g_free;   // free runs of the heap: address -> bytes
+std::map<uint64_t, uint64_t> g_used;   // all_* blocks: address -> bytes
+std::vector<Range> g_made;             // splitc_make_global ranges
+
+int find_main_segments(struct dl_phdr_info* info, size_t, void*) {
+    // The first object is the program itself.
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD) continue;
+        Range r{info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz};
+        Range& into = (ph.p_flags & PF_W) ? g_data : (ph.p_flags & PF_X) ? g_text : r;
+        if (&into == &r) continue;
+        if (into.hi == 0) {
+            into = r;
+        } else {
+            into.lo = std::min(into.lo, r.lo);
+            into.hi = std::max(into.hi, r.hi);
+        }
+    }
+    return 1;  // stop after the first
+}
+
+uint64_t heap_size_setting() {
+    const char* s = getenv("SPLITC_HEAP_SIZE");
+    if (!s || !*s) return kDefaultHeap;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    uint64_t mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1ull << 10, end++;
+    else if (*end == 'M' || *end == 'm') mult = 1ull << 20, end++;
+    else if (*end == 'G' || *end == 'g') mult = 1ull << 30, end++;
+    if (errno || *end || *s == '-' || v == 0 || v > (64ull << 30) / mult)
+        fatal("SPLITC_HEAP_SIZE='%s': accepted values are 1 to 64G bytes (suffix K, M or G)", s);
+    return (v * mult + 4095) & ~4095ull;
+}
+
+bool inside(const Range& r, uint64_t addr, size_t n) {
+    return addr >= r.lo && n <= r.hi - r.lo && addr - r.lo <= r.hi - r.lo - n;
+}
+
+}  // namespace
+
+Range data_segment() { return g_data; }
+Range text_segment() { return g_text; }
+Range heap_range() { return g_heap; }
+
+void memory_init() {
+    dl_iterate_phdr(find_main_segments, nullptr);
+    const uint64_t size = heap_size_setting();
+    void* p = mmap(reinterpret_cast<void*>(kHeapBase), size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED || reinterpret_cast<uint64_t>(p) != kHeapBase)
+        fatal("cannot reserve the symmetric heap (%llu bytes at %#llx): %s", static_cast<unsigned long long>(size),
+              static_cast<unsigned long long>(kHeapBase), p == MAP_FAILED ? strerror(errno) : "placed elsewhere");
+    g_heap = Range{kHeapBase, kHeapBase + size};
+    g_free.clear();
+    g_free[kHeapBase] = size;
+}
+
+bool is_symmetric(uint64_t addr, size_t n) { return inside(g_data, addr, n) || inside(g_heap, addr, n); }
+
+bool is_global(uint64_t addr, size_t n) {
+    if (is_symmetric(addr, n)) return true;
+    for (const Range& r : g_made)
+        if (inside(r, addr, n)) return true;
+    return false;
+}
+
+bool in_program_text(uint64_t fn) { return fn >= g_text.lo && fn < g_text.hi; }
+
+namespace {
+// First fit, in address order: the same calls give the same answers in every process.
+uint64_t heap_alloc(uint64_t n) {
+    n = std::max<uint64_t>((n + kAlign - 1) & ~(kAlign - 1), kAlign);
+    for (auto it = g_free.begin(); it != g_free.end(); ++it) {
+        if (it->second < n) continue;
+        uint64_t at = it->first, left = it->second - n;
+        g_free.erase(it);
+        if (left) g_free[at + n] = left;
+        g_used[at] = n;
+        return at;
+    }
+    return 0;
+}
+
+void heap_free(uint64_t at) {
+    auto u = g_used.find(at);
+    uint64_t n = u->second;
+    g_used.erase(u);
+    auto next = g_free.lower_bound(at);
+    if (next != g_free.end() && at + n == next->first) {  // join the run after
+        n += next->second;
+        next = g_free.erase(next);
+    }
+    if (next != g_free.begin()) {  // and the one before
+        auto prev = std::prev(next);
+        if (prev->first + prev->second == at) {
+            prev->second += n;
+            return;
+        }
+    }
+    g_free[at] = n;
+}
+
+// The collective part of every all_* allocation: all processes got the same answer.
+void* agreed(const char* call, uint64_t at, uint64_t per_proc) {
+    if (!all_agree(at))
+        fatal("%s: the processes got different addresses (they did not all make the same sequence of "
+              "all_* calls)", call);
+    if (at == 0) return nullptr;  // full everywhere
+    memset(reinterpret_cast<void*>(at), 0, per_proc);
+    internal_barrier();
+    return reinterpret_cast<void*>(at);
+}
+
+void release(const char* call, void* base) {
+    const uint64_t at = reinterpret_cast<uint64_t>(base);
+    if (!all_agree(at)) fatal("%s: the processes freed different blocks", call);
+    if (g_used.find(at) == g_used.end())
+        fatal("%s: %p is not a block of all_malloc / all_spread_malloc", call, base);
+    heap_free(at);  // every process is here (all_agree is a collective): none touches it any more
+}
+}  // namespace
+
+void* alloc_internal(uint64_t n) {
+    uint64_t at = heap_alloc(n);
+    if (!at) fatal("the symmetric heap is full (SPLITC_HEAP_SIZE)");
+    memset(reinterpret_cast<void*>(at), 0, n);
+    return reinterpret_cast<void*>(at);
+}
+
+}  // namespace splitc
+
+using namespace splitc;
+
+extern "C" {
+
+void* all_spread_malloc(size_t nblocks, size_t blocksize) {
+    const size_t per = (nblocks + static_cast<size_t>(PROCS) - 1) / static_cast<size_t>(PROCS);
+    if (blocksize && per > (64ull << 30) / blocksize) fatal("all_spread_malloc(%zu, %zu): too large", nblocks, blocksize);
+    const uint64_t bytes = static_cast<uint64_t>(per) * blocksize;
+    return agreed("all_spread_malloc", heap_alloc(bytes), bytes);
+}
+
+void all_spread_free(void* base) { release("all_spread_free", base); }
+
+void* all_malloc(size_t n) { return agreed("all_malloc", heap_alloc(n), n); }
+
+void all_free(void* base) { release("all_free", base); }
+
+void splitc_make_global(void* addr, size_t n) {
+    const uint64_t a = reinterpret_cast<uint64_t>(addr);
+    if (!addr || n == 0 || a + n < a) fatal("splitc_make_global(%p, %zu): not a range", addr, n);
+    g_made.push_back(Range{a, a + n});
+}
+
+void splitc_unmake_global(void* addr) {
+    const uint64_t a = reinterpret_cast<uint64_t>(addr);
+    auto it = std::find_if(g_made.begin(), g_made.end(), [&](const Range& r) { return r.lo == a; });
+    if (it == g_made.end()) fatal("splitc_unmake_global(%p): not a range made global", addr);
+    g_made.erase(it);
+}
+
+}  // extern "C"

@@ -3,11 +3,10 @@
  * hp_owner.c).
  *
  * - A standing listener (HP_DISC_LISTEN), and VipConnectWait (HP_DISC_WAIT, 1 ms every
- *   20 ms). The RemoteAddr buffer is exactly as large as
- *   VIA says one needs (sizeof(VIP_NET_ADDRESS) + NicAddressLen + MaxDiscriminatorLen)
- *   with guard bytes after it, and the address it reports must be the hostile peer's
- *   own: a request that names another NIC is refused (what a careful server does) and
- *   counted as a failure of the NIC, which let a peer claim an address not its own.
+ *   20 ms). The RemoteAddr buffer is exactly VIP_EXT_NET_ADDRESS_SIZE bytes (what vipl.h
+ *   asks for) with guard bytes after it, and the address it reports must be the hostile
+ *   peer's own: a request that names another NIC is refused (what a careful server does)
+ *   and counted as a failure of the NIC, which let a peer claim an address not its own.
  *   A request from the hostile peer is accepted on a new VI of the level it asks for.
  * - HP_PEER_SLOTS VIs waiting in VipConnectPeerRequest for the hostile peer's NIC.
  * - A client: every 30 ms a VipConnectRequest (5 ms) to the hostile peer's NIC, which
@@ -147,9 +146,8 @@ static void take_request(uint64_t now, int wait) {
                           : VipExtListenDone(O.listen, ra, &rattrs, &conn);
     if (got != VIP_SUCCESS) return;
     if (!hp_buf_guard_ok(O.raddr_buf, O.raddr_len)) {
-        HP_FAIL("VipExtListenDone/VipConnectWait wrote past its RemoteAddr of sizeof(VIP_NET_ADDRESS) + NicAddressLen + "
-                "MaxDiscriminatorLen = %zu bytes (HostAddressLen %u, DiscriminatorLen %u): the request's lengths "
-                "were not bounded by this NIC's", O.raddr_len, ra->HostAddressLen, ra->DiscriminatorLen);
+        HP_FAIL("VipExtListenDone/VipConnectWait wrote past its RemoteAddr of VIP_EXT_NET_ADDRESS_SIZE = %zu bytes "
+                "(HostAddressLen %u, DiscriminatorLen %u)", O.raddr_len, ra->HostAddressLen, ra->DiscriminatorLen);
         hp_fill(O.raddr_buf + O.raddr_len, HP_BUF_GUARD, HP_GUARD_SEED, (size_t)(O.raddr_buf - hp_A) + O.raddr_len);
     }
     int genuine = ra->HostAddressLen == O.addr_len && !memcmp(ra->HostAddress, O.hostile_addr, O.addr_len);
@@ -222,9 +220,9 @@ static void hp_hostile_setup(void) {
             h->s[k].buf = hp_alloc(&O.hdesc, 64);
         }
     }
-    /* RemoteAddr: what a VIA program allocates for the largest address its NIC reports */
+    /* RemoteAddr: the storage vipl.h asks for, guard bytes after it */
     static hp_reg misc;
-    O.raddr_len = sizeof(VIP_NET_ADDRESS) + O.na.NicAddressLen + O.na.MaxDiscriminatorLen;
+    O.raddr_len = VIP_EXT_NET_ADDRESS_SIZE;
     hp_region_carve(&misc, O.raddr_len + 256);
     O.raddr_buf = hp_alloc(&misc, O.raddr_len);
     th_addr la;

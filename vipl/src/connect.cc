@@ -71,9 +71,11 @@ void report_request(ConnObj* conn, VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* r
         const size_t alen = std::min<size_t>(conn->req.addr.size(), NICFW_MAX_ADDR);
         const size_t dlen = std::min<size_t>(conn->req.disc.size(), NICFW_MAX_DISCRIMINATOR);
         remote->HostAddressLen = static_cast<VIP_UINT16>(alen);
-        memcpy(remote->HostAddress, conn->req.addr.data(), alen);
+        if (alen) memcpy(remote->HostAddress, conn->req.addr.data(), alen);
         remote->DiscriminatorLen = static_cast<VIP_UINT16>(dlen);
-        memcpy(remote->HostAddress + alen, conn->req.disc.data(), dlen);
+        // A client without a discriminator of its own sent none: an empty vector's data()
+        // may be null, which memcpy must not get even for 0 bytes.
+        if (dlen) memcpy(remote->HostAddress + alen, conn->req.disc.data(), dlen);
     }
     if (remote_attrs) {
         nicfw::ViAttrs a;

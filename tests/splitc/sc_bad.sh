@@ -27,7 +27,7 @@ for c in $cases; do
         fi
         runs=$((runs + 1))
         if ! "$here/sc_expect.sh" --quiet --status 1 --max-seconds 20 --reject "killed by signal" \
-                --reject "CORRUPTED" --reject "went through" "${owner_check[@]+"${owner_check[@]}"}" \
+                --reject "CORRUPTED" --reject "went through" --want "sc-expect-line: " "${owner_check[@]+"${owner_check[@]}"}" \
                 -- "$launcher" -n "$n" --timeout 30 "$prog" "$c" "$call"; then
             failed+=("$c/$call")
         fi

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # sc_expect.sh -- runs one Split-C job that is meant to end in a given way, and checks it.
 #
-# usage: sc_expect.sh [--status N|nonzero] [--max-seconds S] [--want TEXT]... [--reject TEXT]...
+# usage: sc_expect.sh [--status N|nonzero|nonzero-or-signal] [--max-seconds S] [--want TEXT]... [--reject TEXT]...
 #                     [--want-either TEXT1 TEXT2]... [--quiet] -- softvia-run -n N program args...
 #
-# Checks: the exit status (N, or any non-zero one below 128 for "nonzero": a status of
-# 128+sig means a process died of a signal), that the job took at most S seconds, that
+# Checks: the exit status (N; for "nonzero" any non-zero one below 124: 124 is the
+# launcher's timeout, 128+sig a process killed by a signal; "nonzero-or-signal" allows
+# the signals too, not the timeout nor the launcher's own 125-127), that the job took at most S seconds, that
 # every --want TEXT is in the output (stdout and stderr together), one of the two texts
 # of every --want-either is, that no --reject TEXT is, and that every "sc-expect-line: TEXT" a program printed is also in another line
 # of the output (the program knows what the runtime's message must say; grep -F, so
@@ -41,6 +42,8 @@ elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 fail=()
 if [ "$status" = nonzero ]; then
     if [ "$rc" -eq 0 ] || [ "$rc" -ge 124 ]; then fail+=("exit status $rc: wanted a non-zero status from an orderly exit (not a signal, not a timeout)"); fi
+elif [ "$status" = nonzero-or-signal ]; then
+    if [ "$rc" -eq 0 ] || { [ "$rc" -ge 124 ] && [ "$rc" -le 127 ]; }; then fail+=("exit status $rc: wanted the status of a failed job (not 0, not the launcher's timeout or own error)"); fi
 elif [ "$rc" -ne "$status" ]; then
     fail+=("exit status $rc, wanted $status")
 fi

@@ -231,7 +231,12 @@ int splitc_main(int, char**) {
         barrier();
         // blocked: doubles in blocks of 16, moved into another array
         spread_array<double> B(16 * static_cast<std::size_t>(PROCS) * 3 + 5, 16);
-        for (std::size_t j = 0; j < B.local_size(); j++) B.local()[j] = 0.25 * static_cast<double>(B.global_index(j));
+        CHECK(all_reduce_to_all_add_long(static_cast<long>(B.local_size())) == static_cast<long>(B.size()),
+              "blocked local sizes add up (" << B.local_size() << " here)");
+        for (std::size_t j = 0; j < B.local_size(); j++) {
+            CHECK(B.global_index(j) < B.size() && B.is_local(B.global_index(j)), "blocked global_index " << j);
+            B.local()[j] = 0.25 * static_cast<double>(B.global_index(j));
+        }
         barrier();
         for (std::size_t i = 0; i < B.size(); i += 7) {
             CHECK(B.owner(i) == static_cast<int>((i / 16) % static_cast<std::size_t>(PROCS)), "blocked owner " << i);

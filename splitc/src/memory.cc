@@ -24,7 +24,11 @@
 namespace splitc {
 namespace {
 
-constexpr uint64_t kHeapBase = 0x100000000000ull;  // 16 TiB: far from mmap's and brk's areas
+// 86 TiB: far from brk's area (a non-PIE program's is low) and below mmap's (near 128 TiB);
+// also ordinary application memory under AddressSanitizer (whose shadow covers 16 TiB up to
+// 0x10007fff7fff) and ThreadSanitizer (0x550000000000-0x568000000000), so the sanitizer
+// builds run Split-C programs too.
+constexpr uint64_t kHeapBase = 0x560000000000ull;
 constexpr uint64_t kDefaultHeap = 256ull << 20;
 constexpr uint64_t kAlign = 64;
 

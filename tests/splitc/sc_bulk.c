@@ -94,5 +94,11 @@ int splitc_main(int argc, char **argv) {
         }
     }
     all_free(region);
+    for (int q = 0; q < PROCS; q++) {
+        free(src[q]);
+        free(back[q]);
+    }
+    free(src);
+    free(back);
     return sc_done("sc_bulk");
 }

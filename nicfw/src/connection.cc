@@ -349,7 +349,10 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
                 l->req.rdma_write = pl.rdma_write;
                 l->req.rdma_read = pl.rdma_read;
                 l->req.disc.assign(src_disc, src_disc + pl.src_disc_len);
-                if (pl.src_addr_len)
+                // The client's whole address, when the wire agrees it is the NIC the request
+                // came from; otherwise (a peer claiming another NIC's address, or a wire
+                // that sees its peer under another IP) the address the wire knows it by.
+                if (pl.src_addr_len && tr_->names_peer(f.peer, pl.src_addr, pl.src_addr_len))
                     l->req.addr.assign(pl.src_addr, pl.src_addr + pl.src_addr_len);
                 else
                     l->req.addr = tr_->peer_addr(f.peer);
@@ -377,6 +380,13 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
                 // An answer to a request we gave up on: void the server's side.
                 if (h.type == NICFW_F_CONN_ACCEPT)
                     send_control(f.peer, NICFW_F_DISCONNECT, h.src_vi, h.dst_vi, 0, nullptr);
+                return;
+            }
+            if (h.type == NICFW_F_CONN_ACCEPT && pl.reliability != vi->attrs.reliability) {
+                // A server VI of another level: our accept() refuses that, and so must a
+                // client whatever the server did (VIA: both ends have one level).
+                send_control(f.peer, NICFW_F_DISCONNECT, h.src_vi, h.dst_vi, 0, nullptr);
+                connect_done(*vi, VIP_STATE_IDLE, VIP_INVALID_RELIABILITY_LEVEL);
                 return;
             }
             if (h.type == NICFW_F_CONN_ACCEPT) {

@@ -25,7 +25,9 @@ HOT_INLINE uint32_t Engine::check_desc(Vi& vi, const WorkItem& w, VIP_CONTROL_SE
         return VIP_STATUS_PROTECTION_ERROR;
     // One snapshot of what the driver may still be scribbling on: use what we read. The
     // program may have unmapped it since it registered it: then it is a protection error.
-    if (!hostmem::load(&w.desc->CS, cs)) return VIP_STATUS_PROTECTION_ERROR;
+    // Only the 16 bytes the NIC reads (NextHandle .. ImmediateData): one 16-byte move.
+    static_assert(offsetof(VIP_CONTROL_SEGMENT, ImmediateData) + 4 - offsetof(VIP_CONTROL_SEGMENT, NextHandle) == 16);
+    if (hostmem::copy(&cs->NextHandle, &w.desc->CS.NextHandle, 16) != 0) return VIP_STATUS_PROTECTION_ERROR;
     const uint16_t n = cs->SegCount;
     if (n > NICFW_MAX_SEGMENTS) return VIP_STATUS_FORMAT_ERROR;
     uint64_t len = sizeof(VIP_CONTROL_SEGMENT) + uint64_t{n} * sizeof(VIP_DESCRIPTOR_SEGMENT);

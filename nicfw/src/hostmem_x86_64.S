@@ -26,9 +26,11 @@ nicfw_hostmem_begin:
 nicfw_hm_copy:
     cmp rdx, 16
     jbe .Lsmall
+    cmp rdx, 32
+    jbe .L32
     cmp rdx, 2048
     ja .Lrep
-    /* 17..2048 bytes: 16-byte moves, the last 16 bytes overlapping the loop's end. */
+    /* 33..2048 bytes: 16-byte moves, the last 16 bytes overlapping the loop's end. */
     movdqu xmm1, [rsi + rdx - 16]
     xor ecx, ecx
 1:  movdqu xmm0, [rsi + rcx]
@@ -37,6 +39,14 @@ nicfw_hm_copy:
     lea r8, [rcx + 16]
     cmp r8, rdx
     jb 1b
+    movdqu [rdi + rdx - 16], xmm1
+    xor eax, eax
+    ret
+.L32:
+    /* 17..32 bytes (a control segment, a few data segments): two overlapping moves. */
+    movdqu xmm0, [rsi]
+    movdqu xmm1, [rsi + rdx - 16]
+    movdqu [rdi], xmm0
     movdqu [rdi + rdx - 16], xmm1
     xor eax, eax
     ret

@@ -448,6 +448,13 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         refuse(*vi, bad, h.seq, VIP_ERROR_RDMAR_PROT);
         return;
     }
+    // An initiator has at most a send queue's worth of reads outstanding; a peer that asks
+    // for more is not one, and is not given memory for it.
+    if (vi->serve.size() >= NICFW_MAX_DESC_PER_QUEUE) [[unlikely]] {
+        bump(status_->nic.drops);
+        flush_vi(*vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+        return;
+    }
     vi->serve.push_back(service);
     list_tx(*vi);
 }

@@ -29,8 +29,23 @@
 #include <stdint.h>
 /* POSIX declares sync(2) in <unistd.h>; it is included here, before the sync() macro
  * below, so a program that includes it too (before or after) still compiles, and its
- * sync() is Split-C's. */
+ * sync() is Split-C's. So are the C++ headers with a member named sync. */
 #include <unistd.h>
+#ifdef __cplusplus
+/* The C++ library declares members named sync (streams, stream buffers, wbuffer_convert,
+ * syncbuf); the macro below would rename or break them in a header included after this
+ * one (<iostream> then fails to compile). They are read here, before it. */
+#include <fstream>
+#include <iostream>
+#include <locale>
+#include <sstream>
+#include <streambuf>
+#if __cplusplus >= 202002L && defined(__has_include)
+#if __has_include(<syncstream>)
+#include <syncstream>
+#endif
+#endif
+#endif
 
 #ifdef __cplusplus
 extern "C" {

@@ -24,7 +24,11 @@
 namespace splitc {
 namespace {
 
-constexpr uint64_t kHeapBase = 0x100000000000ull;  // 16 TiB: far from mmap's and brk's areas
+// 86 TiB: far from brk's area (a non-PIE program's is low) and below mmap's (near 128 TiB);
+// also ordinary application memory under AddressSanitizer (whose shadow covers 16 TiB up to
+// 0x10007fff7fff) and ThreadSanitizer (0x550000000000-0x568000000000), so the sanitizer
+// builds run Split-C programs too.
+constexpr uint64_t kHeapBase = 0x560000000000ull;
 constexpr uint64_t kDefaultHeap = 256ull << 20;
 constexpr uint64_t kAlign = 64;
 
@@ -105,6 +109,7 @@ bool in_program_text(uint64_t fn) { return fn >= g_text.lo && fn < g_text.hi; }
 namespace {
 // First fit, in address order: the same calls give the same answers in every process.
 uint64_t heap_alloc(uint64_t n) {
+    if (n > g_heap.hi - g_heap.lo) return 0;  // also keeps the rounding below from wrapping
     n = std::max<uint64_t>((n + kAlign - 1) & ~(kAlign - 1), kAlign);
     for (auto it = g_free.begin(); it != g_free.end(); ++it) {
         if (it->second < n) continue;
@@ -170,10 +175,14 @@ using namespace splitc;
 extern "C" {
 
 void* all_spread_malloc(size_t nblocks, size_t blocksize) {
-    const size_t per = (nblocks + static_cast<size_t>(PROCS) - 1) / static_cast<size_t>(PROCS);
-    if (blocksize && per > (64ull << 30) / blocksize) fatal("all_spread_malloc(%zu, %zu): too large", nblocks, blocksize);
-    const uint64_t bytes = static_cast<uint64_t>(per) * blocksize;
-    return agreed("all_spread_malloc", heap_alloc(bytes), bytes);
+    // Blocks per process, rounded up (without overflowing for huge nblocks). More than the
+    // largest heap holds is a request the heap cannot hold: NULL everywhere, as for any
+    // other full heap (splitc.h), never an overflowed size.
+    const size_t P = static_cast<size_t>(PROCS);
+    const size_t per = nblocks / P + (nblocks % P != 0);
+    const bool fits = blocksize == 0 || per <= (64ull << 30) / blocksize;
+    const uint64_t bytes = fits ? static_cast<uint64_t>(per) * blocksize : 0;
+    return agreed("all_spread_malloc", fits ? heap_alloc(bytes) : 0, bytes);
 }
 
 void all_spread_free(void* base) { release("all_spread_free", base); }

@@ -44,6 +44,7 @@ VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE h, VIP_NET_ADDRESS* local, V
     ViObj* vi = hold.take<ViObj>(h, Kind::kVi);
     if (!vi || !addr_ok(remote)) return VIP_INVALID_PARAMETER;
     if (local && !addr_ok(local)) return VIP_INVALID_PARAMETER;
+    vi->peer_requested.store(false, std::memory_order_relaxed);
     int rc = vi->nic->eng->connect_request(vi->dev, remote->HostAddress, remote->HostAddressLen,
                                            disc_of(remote), remote->DiscriminatorLen,
                                            local ? disc_of(local) : nullptr, local ? local->DiscriminatorLen : 0);
@@ -70,9 +71,11 @@ void report_request(ConnObj* conn, VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* r
         const size_t alen = std::min<size_t>(conn->req.addr.size(), NICFW_MAX_ADDR);
         const size_t dlen = std::min<size_t>(conn->req.disc.size(), NICFW_MAX_DISCRIMINATOR);
         remote->HostAddressLen = static_cast<VIP_UINT16>(alen);
-        memcpy(remote->HostAddress, conn->req.addr.data(), alen);
+        if (alen) memcpy(remote->HostAddress, conn->req.addr.data(), alen);
         remote->DiscriminatorLen = static_cast<VIP_UINT16>(dlen);
-        memcpy(remote->HostAddress + alen, conn->req.disc.data(), dlen);
+        // A client without a discriminator of its own sent none: an empty vector's data()
+        // may be null, which memcpy must not get even for 0 bytes.
+        if (dlen) memcpy(remote->HostAddress + alen, conn->req.disc.data(), dlen);
     }
     if (remote_attrs) {
         nicfw::ViAttrs a;
@@ -185,6 +188,7 @@ VIPL_API VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE ch, VIP_VI_HANDLE vh) {
     ConnObj* conn = conn_of(ch);
     ViObj* vi = vi_of(vh);
     if (!conn || !vi || vi->nic != conn->nic) return VIP_INVALID_PARAMETER;
+    vi->peer_requested.store(false, std::memory_order_relaxed);
     int rc = conn->nic->eng->accept(conn->req, vi->dev);
     if (rc == -EHOSTUNREACH) {
         drop_conn(conn);  // the client is gone: nothing left to accept
@@ -219,6 +223,7 @@ VIPL_API VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE h, VIP_NET_ADDRESS* loca
                                         local->DiscriminatorLen, disc_of(remote), remote->DiscriminatorLen,
                                         timeout);
     if (rc < 0) return rc == -EINVAL ? VIP_INVALID_PARAMETER : from_errno(rc);
+    vi->peer_requested.store(true, std::memory_order_relaxed);
     return VIP_SUCCESS;
 }
 
@@ -227,14 +232,14 @@ VIP_RETURN peer_done(ViObj* vi, VIP_VI_ATTRIBUTES* remote_attrs) {
     vi->nic->eng->progress();
     int r = vi->dev->conn_result.load(std::memory_order_acquire);
     if (r == -1) {
-        if (vi->dev->state.load(std::memory_order_acquire) == VIP_STATE_CONNECT_PENDING) return VIP_NOT_DONE;
-        // The firmware sets the state, then the result: a poll can fall between the two.
-        // A short wait tells that apart from no request at all.
-        for (int i = 0; i < 100000 && r == -1; i++) {
-            __builtin_ia32_pause();
-            r = vi->dev->conn_result.load(std::memory_order_acquire);
-        }
-        if (r == -1) return VIP_INVALID_STATE;  // no peer request outstanding
+        // No result yet. Either the request is on its way, or the firmware has moved the
+        // state on and is about to store the result (it stores the state first), or no
+        // peer request was made: only the last is an error. (A bounded spin used to tell
+        // these apart; a firmware thread descheduled between its two stores outlasted it.)
+        if (vi->dev->state.load(std::memory_order_acquire) == VIP_STATE_CONNECT_PENDING ||
+            vi->peer_requested.load(std::memory_order_relaxed))
+            return VIP_NOT_DONE;
+        return VIP_INVALID_STATE;  // no peer request outstanding
     }
     if (r == VIP_SUCCESS && remote_attrs) fill_attrs(vi->dev->remote, remote_attrs);
     return static_cast<VIP_RETURN>(r);

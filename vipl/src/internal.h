@@ -92,6 +92,9 @@ struct ViObj {
     CqObj* rcq = nullptr;
     CqObj* reply_cq = nullptr;
     bool steering = false;
+    // The VI's last connect was a peer request: a result is coming even when the state
+    // has left CONNECT_PENDING before the firmware stored it (peer_done).
+    std::atomic<bool> peer_requested{false};
     DriverQueue sq, rq;
     DriverQueue rq_reply;  // steering: replies land here
 };

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cerrno>
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -51,6 +52,13 @@ public:
     virtual int resolve(const uint8_t* addr, size_t len) = 0;
     // Address bytes of a known peer (empty once its index is freed).
     virtual const std::vector<uint8_t>& peer_addr(int peer) const = 0;
+    // Whether addr, an address a frame from peer claims for its NIC (a CONN_REQ's
+    // src_addr), names that peer as far as this wire can tell: a peer cannot pass itself
+    // off as another NIC. Default: it is the address this wire knows the peer by.
+    virtual bool names_peer(int peer, const uint8_t* addr, size_t len) const {
+        const std::vector<uint8_t>& a = peer_addr(peer);
+        return len == a.size() && std::equal(a.begin(), a.end(), addr);
+    }
     virtual bool peer_alive(int peer) const = 0;
     // Peer indices are below this (freed ones included).
     virtual size_t peer_count() const = 0;

@@ -31,6 +31,9 @@ public:
     bool lossy() const override { return true; }
     int resolve(const uint8_t* addr, size_t len) override { return inner_->resolve(addr, len); }
     const std::vector<uint8_t>& peer_addr(int peer) const override { return inner_->peer_addr(peer); }
+    bool names_peer(int peer, const uint8_t* addr, size_t len) const override {
+        return inner_->names_peer(peer, addr, len);
+    }
     bool peer_alive(int peer) const override { return inner_->peer_alive(peer); }
     size_t peer_count() const override { return inner_->peer_count(); }
     size_t live_peers() const override { return inner_->live_peers(); }

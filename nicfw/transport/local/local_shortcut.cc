@@ -84,6 +84,17 @@ int LocalShortcut::resolve(const uint8_t* addr, size_t len) {
     return ours;
 }
 
+bool LocalShortcut::names_peer(int peer, const uint8_t* addr, size_t len) const {
+    if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || addr == nullptr || len == 0) return false;
+    const Peer& p = peers_[peer];
+    if (p.via < 0) return false;
+    if (addr[0] != kAddrKind) return child_[p.via]->names_peer(p.idx, addr, len);
+    if (len < kHdrLen || len != kHdrLen + addr[1] + addr[2] || addr[3] != 0) return false;
+    const uint8_t* part = p.via == kShm ? addr + kHdrLen + addr[1] : addr + kHdrLen;
+    const size_t plen = p.via == kShm ? addr[2] : addr[1];
+    return plen != 0 && child_[p.via]->names_peer(p.idx, part, plen);
+}
+
 int LocalShortcut::rx_burst(RxFrame* out, int max) {
     // shm first: it is the cheaper poll and its frames are waiting in memory.
     int n = 0;

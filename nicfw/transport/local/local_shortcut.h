@@ -40,6 +40,10 @@ public:
     bool lossy() const override { return child_[kWire]->lossy(); }
     int resolve(const uint8_t* addr, size_t len) override;
     const std::vector<uint8_t>& peer_addr(int peer) const override { return peers_[peer].addr; }
+    // The part of addr for the child the peer talks through must name the child's peer;
+    // the other part cannot be checked here (it is the same host's same user, which shm
+    // trusts anyway).
+    bool names_peer(int peer, const uint8_t* addr, size_t len) const override;
     bool peer_alive(int peer) const override {
         const Peer& p = peers_[peer];
         return p.via >= 0 && child_[p.via]->peer_alive(p.idx);

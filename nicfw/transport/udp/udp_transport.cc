@@ -43,6 +43,7 @@ constexpr uint32_t kTxPerStep = 32;           // frames one engine step may send
 constexpr uint32_t kSyscallBurst = 32;       // datagrams per recvmmsg (rx=syscall)
 constexpr size_t kMaxPeers = 4096;
 constexpr uint64_t kProbeGapNs = 100000000;  // liveness probe to each peer
+constexpr uint64_t kLingerNs = 1000000000;   // a released peer silent this long is freed
 
 // Preamble offsets.
 constexpr size_t kPMagic = 0, kPType = 4, kPHost = 8, kPSrcNonce = 16, kPDstNonce = 20;
@@ -317,7 +318,7 @@ int UdpTransport::peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t non
     if (it != by_endpoint_.end())
         for (int id : it->second)
             if (peers_[id].nonce == nonce) return id;
-    if (peers_.size() >= kMaxPeers) return -ENOSPC;
+    if (live_peers() >= kMaxPeers) return -ENOSPC;
     Peer p;
     p.addr.assign(kAddrLen, 0);
     p.addr[0] = kAddrKind;
@@ -331,11 +332,44 @@ int UdpTransport::peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t non
     p.sa.sin_port = sa.sin_port;
     p.host_id = host_id;
     p.nonce = nonce;
-    p.next_probe_ns = mono_ns() + kProbeGapNs;
-    peers_.push_back(std::move(p));
-    int id = static_cast<int>(peers_.size() - 1);
+    p.heard_ns = mono_ns();
+    p.next_probe_ns = p.heard_ns + kProbeGapNs;
+    int id;
+    if (!free_ids_.empty()) {
+        id = free_ids_.back();
+        free_ids_.pop_back();
+        peers_[static_cast<size_t>(id)] = std::move(p);
+    } else {
+        peers_.push_back(std::move(p));
+        id = static_cast<int>(peers_.size() - 1);
+    }
     by_endpoint_[key].push_back(id);
     return id;
+}
+
+void UdpTransport::release_peer(int peer) {
+    if (peer < 0 || static_cast<size_t>(peer) >= peers_.size()) return;
+    peers_[static_cast<size_t>(peer)].released = true;
+}
+
+// The index no longer names the peer: out of the endpoint map, frames from it not yet
+// handed to the engine dropped (the index may name another peer before they would be).
+void UdpTransport::free_peer(int id, std::vector<TransportEvent>& events) {
+    Peer& p = peers_[static_cast<size_t>(id)];
+    auto it = by_endpoint_.find(endpoint_key(p.sa.sin_addr.s_addr, p.sa.sin_port));
+    if (it != by_endpoint_.end()) {
+        auto& v = it->second;
+        v.erase(std::remove(v.begin(), v.end(), id), v.end());
+        if (v.empty()) by_endpoint_.erase(it);
+    }
+    for (uint32_t k = 0; k < pend_count_; k++) {
+        Pending& e = pending_[(pend_head_ + k) % rx_bufs_];
+        if (e.peer == id) e.peer = -1;
+    }
+    p = Peer{};
+    p.dead = p.dead_reported = p.freed = true;
+    free_ids_.push_back(id);
+    events.push_back({PeerEvent::kFreed, id});
 }
 
 int UdpTransport::resolve(const uint8_t* addr, size_t len) {
@@ -349,6 +383,7 @@ int UdpTransport::resolve(const uint8_t* addr, size_t len) {
     int id = peer_for(sa, get64(addr + kHostIdOffset), nonce);
     if (id < 0) return id;
     if (peers_[id].dead) return -EHOSTUNREACH;
+    peers_[id].released = false;
     return id;
 }
 
@@ -578,7 +613,9 @@ bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_
     Peer& p = peers_[id];
     if (p.dead) return false;
     p.refusals = 0;
+    p.heard_ns = mono_ns();
     if (probe || len == kPreamble) return false;
+    p.released = false;  // a frame for the engine: it holds the index again
     uint32_t slot = (pend_head_ + pend_count_) % rx_bufs_;
     pending_[slot] = Pending{d + kPreamble, len - kPreamble, id, bid};
     pend_count_++;
@@ -624,7 +661,7 @@ int UdpTransport::rx_burst(RxFrame* out, int max) {
     int n = 0;
     while (n < max && pend_count_) {
         const Pending& e = pending_[pend_head_];
-        out[n++] = RxFrame{e.data, e.len, e.peer};
+        if (e.peer >= 0) out[n++] = RxFrame{e.data, e.len, e.peer};  // (-1: from a peer freed since)
         taken_.push_back(e.bid);
         pend_head_ = (pend_head_ + 1) % rx_bufs_;
         pend_count_--;
@@ -683,9 +720,13 @@ void UdpTransport::poll_slow(std::vector<TransportEvent>& events) {
     if (errors_pending_ || probe_round) drain_errors();
     for (size_t i = 0; i < peers_.size(); i++) {
         Peer& p = peers_[i];
-        if (!p.dead || p.dead_reported) continue;
-        p.dead_reported = true;
-        events.push_back({PeerEvent::kDead, static_cast<int>(i)});
+        if (p.freed) continue;
+        if (p.dead && !p.dead_reported) {
+            p.dead_reported = true;
+            events.push_back({PeerEvent::kDead, static_cast<int>(i)});
+        }
+        // Released by the engine and silent (or dead): the index goes back.
+        if (p.released && (p.dead || now - p.heard_ns > kLingerNs)) free_peer(static_cast<int>(i), events);
     }
 }
 

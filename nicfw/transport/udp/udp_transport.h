@@ -100,6 +100,11 @@ public:
     const std::vector<uint8_t>& peer_addr(int peer) const override { return peers_[peer].addr; }
     bool peer_alive(int peer) const override { return !peers_[peer].dead; }
     size_t peer_count() const override { return peers_.size(); }
+    size_t live_peers() const override { return peers_.size() - free_ids_.size(); }
+    // A released peer is freed (kFreed) once nothing has come from it for kLingerNs: a
+    // NIC that serves many short-lived clients, or is sent made-up senders, does not fill
+    // its table (kMaxPeers) for good.
+    void release_peer(int peer) override;
     uint8_t* tx_reserve(int peer, uint32_t len) override;
     void tx_commit(int peer, uint32_t len) override;
     void tx_flush() override;
@@ -120,6 +125,9 @@ private:
         uint32_t nonce = 0;
         bool dead = false;
         bool dead_reported = false;
+        bool released = false;   // the engine holds no reference (release_peer)
+        bool freed = false;      // the index names no peer; on free_ids_
+        uint64_t heard_ns = 0;   // when a datagram from it last came (or it was made)
         uint32_t refusals = 0;   // ICMP port unreachable since we last heard from it
         uint64_t next_probe_ns = 0;
     };
@@ -154,6 +162,7 @@ private:
     bool send_probe(Peer& p);
     io_uring_sqe* next_sqe();
     int peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t nonce);
+    void free_peer(int id, std::vector<TransportEvent>& events);
 
     int fd_ = -1;
     io_uring ring_{};
@@ -164,6 +173,7 @@ private:
     uint32_t nonce_ = 0;
 
     std::vector<Peer> peers_;
+    std::vector<int> free_ids_;  // freed indices, for the next new peer
     std::unordered_map<uint64_t, std::vector<int>> by_endpoint_;  // (ip << 16 | port) -> peers
 
     // tx: a fixed pool of frame buffers; a slot is free again when its send completes.

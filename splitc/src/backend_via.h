@@ -277,7 +277,7 @@ struct Via {
             no_reply_slot, store_msgs;
     } ctr{};
 };
-extern Via V;
+extern Via& V;
 
 // ---- backend_via_setup.cc ------------------------------------------------------------
 bool setup();                      // NIC, memory, VIs, connections to every process

@@ -11,7 +11,9 @@
 // - Processing is in order. A message ahead of the next expected one waits in its receive
 //   buffer (held) and the receiver asks at once for the missing one (a K_ACK with a NACK
 //   flag); an older one is a duplicate: dropped, and acknowledged again (our
-//   acknowledgement may be what was lost).
+//   acknowledgement may be what was lost). A copy of a request (processed, or held for
+//   want of a reply slot) also makes the owner send its oldest unacknowledged reply again
+//   at once: the requester may be missing it.
 // - Every numbered message stays in its send slot until acknowledged. A channel whose
 //   acknowledgements do not advance for the retransmission timeout (rto: starts at
 //   rto_min, doubles per expiry up to kRtoMax, back to rto_min on progress) sends the

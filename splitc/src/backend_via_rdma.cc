@@ -28,17 +28,6 @@ constexpr size_t kChunk = 1u << 20;  // bytes per RDMA descriptor
 
 bool inside(const Range& r, uint64_t a, size_t n) { return a >= r.lo && n <= r.hi - r.lo && a - r.lo <= r.hi - r.lo - n; }
 
-int find_relro(struct dl_phdr_info* info, size_t, void* out) {
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_GNU_RELRO) continue;
-        auto* r = static_cast<Range*>(out);
-        r->lo = info->dlpi_addr + ph.p_vaddr;
-        r->hi = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
-    }
-    return 1;  // the program only
-}
-
 bool register_range(Range r, bool rdma, VIP_MEM_HANDLE* mh) {
     const VIP_BOOLEAN on = rdma ? VIP_TRUE : VIP_FALSE;
     VIP_MEM_ATTRIBUTES ma{V.ptag, on, on};
@@ -84,11 +73,8 @@ void fill(VIP_DESCRIPTOR* d, uint16_t control, uint64_t raddr, uint32_t rmh, con
 }  // namespace
 
 bool rdma_setup() {
-    // The data segment without its RELRO part, which the loader made read-only (the NIC
-    // refuses to open memory it cannot write to RDMA write).
-    Range d = data_segment(), relro{0, 0};
-    dl_iterate_phdr(find_relro, &relro);
-    if (relro.hi > d.lo && relro.lo < d.hi) d.lo = std::max(d.lo, relro.hi & ~uint64_t(4095));
+    // The data segment (without its read-only RELRO part: memory.cc).
+    const Range d = data_segment();
     V.pad = static_cast<char*>(aligned_alloc(64, 64));
     VIP_MEM_ATTRIBUTES ma{V.ptag, VIP_TRUE, VIP_FALSE};
     if (!V.pad || VipRegisterMem(V.nic, V.pad, 64, &ma, &V.pad_mh) != VIP_SUCCESS) {

@@ -39,8 +39,11 @@ std::vector<Range> g_made;             // splitc_make_global ranges
 
 int find_main_segments(struct dl_phdr_info* info, size_t, void*) {
     // The first object is the program itself.
+    Range relro{0, 0};
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type == PT_GNU_RELRO)
+            relro = Range{info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz};
         if (ph.p_type != PT_LOAD) continue;
         Range r{info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz};
         Range& into = (ph.p_flags & PF_W) ? g_data : (ph.p_flags & PF_X) ? g_text : r;
@@ -52,6 +55,9 @@ int find_main_segments(struct dl_phdr_info* info, size_t, void*) {
             into.hi = std::max(into.hi, r.hi);
         }
     }
+    // The RELRO part (.got and the like) the loader made read-only after relocating, up to
+    // the page its end falls in, is not global memory: a put there would kill the owner.
+    if (relro.hi > g_data.lo && relro.lo < g_data.hi) g_data.lo = std::max(g_data.lo, relro.hi & ~uint64_t(4095));
     return 1;  // stop after the first
 }
 

@@ -11,6 +11,7 @@
  *   straddle  2 bytes before the heap's end (the access runs past it)
  *   dataend   the first byte past the data segment (_end)
  *   unmade    memory the owner made global, then took back (splitc_unmake_global)
+ *   relro     the program's RELRO part (.got: in the data segment, read-only once loaded)
  * CALL: any of the names in calls[] below.
  *
  * Before the call, process 0 prints "sc-expect-line: CALL: global pointer to process P,
@@ -20,6 +21,10 @@
  *
  * Needs SPLITC_HEAP_SIZE=1M: the heap is then one 1 MiB-aligned MiB, whose end the
  * program works out from any heap address. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dl_iterate_phdr */
+#endif
+#include <link.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
@@ -46,6 +51,15 @@ static size_t first_change(void) {
     for (size_t w = 0; w < watch_n; w++)
         if (memcmp(watch[w], snapshot[w], GUARD) != 0) return w;
     return watch_n;
+}
+
+/* The start of the program's PT_GNU_RELRO range (0 if it has none). */
+static int find_relro(struct dl_phdr_info *info, size_t size, void *out) {
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO)
+            *(uint64_t *)out = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+    return 1;
 }
 
 static void say(const char *s) {
@@ -156,6 +170,10 @@ int splitc_main(int argc, char **argv) {
     else if (!strcmp(kase, "straddle")) addr = heap_end - 2;
     else if (!strcmp(kase, "dataend")) addr = (uint64_t)(uintptr_t)_end;
     else if (!strcmp(kase, "unmade")) addr = pub.unmade_addr;
+    else if (!strcmp(kase, "relro")) {
+        dl_iterate_phdr(find_relro, &addr);
+        CHECK(addr != 0, "the program has a RELRO range");
+    }
     else {
         fprintf(stderr, "sc_bad: unknown case '%s'\n", kase);
         return 2;

@@ -3,29 +3,43 @@
 # on this machine (the paper's Figures 6-3 and 6-4).
 #
 #   tools/bench/splitc_compare.sh [BUILD_DIR] [--quick] [--backends "am via-rel via-unrel"]
-#                                 [--plot DIR]
+#                                 [--wire shm|udp|udp-hosts] [--plot DIR]
 #
-# Ours: splitc_bench under softvia-run -n 2 --pin on the shm NIC (inline progress), once
-# per back end. Peer: shmem_peer (the same loops in OpenSHMEM: Open MPI's oshmem, spml
-# ucx, UCX_TLS=sm,self), built here with oshcc, 2 PEs bound to cores 0 and 1. Both in
+# Ours: splitc_bench under softvia-run -n 2 --pin (inline progress), once per back end.
+# Peer: shmem_peer (the same loops in OpenSHMEM: Open MPI's oshmem, spml ucx), built here
+# with oshcc, 2 PEs bound to cores 0 and 1. --wire (default shm):
+#   shm        ours on the shm NIC; OpenSHMEM over UCX shared memory (UCX_TLS=sm,self)
+#   udp        ours on the udp wire (udp:local=wire) and OpenSHMEM over UCX tcp
+#              (UCX_TLS=tcp,self), both on the loopback of one network namespace
+#   udp-hosts  ours across two network namespaces joined by a veth pair (softvia-run
+#              --hosts 2); OpenSHMEM as for udp, on loopback: oshrun cannot start ranks in
+#              two namespaces without a remote-start agent (issue 16), so its figure is
+#              the same-namespace one, with a kernel path no longer than the veth's. Both in
 # rounds, back to back (this VM's speed drifts by up to 1.5x within minutes); each ratio
 # in the summary is the median of the per-round ratios. Writes BUILD_DIR/splitc-results.csv
 # with every figure, and with --plot DIR the plots (gnuplot, PNG) and their CSVs.
 # Exit status 0 even when a target is missed: this reports; it does not gate.
 set -uo pipefail
-build=build/release; quick=0; backends="am via-rel via-unrel"; plotdir=""
+build=build/release; quick=0; backends="am via-rel via-unrel"; plotdir=""; wire=shm
 while (($#)); do
   case $1 in
     --quick) quick=1; shift ;;
     --backends) backends=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
     --plot) plotdir=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
+    --wire) wire=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
     *) build=$1; shift ;;
   esac
 done
+case $wire in
+  shm) dev=shm hosts=(); tls=(-x UCX_TLS=sm,self) ;;
+  udp) dev=udp:local=wire hosts=(); tls=(-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo) ;;
+  udp-hosts) dev=udp hosts=(--hosts 2); tls=(-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo) ;;
+  *) echo "splitc_compare.sh: --wire takes shm, udp or udp-hosts (got '$wire')" >&2; exit 2 ;;
+esac
 run="$build/tools/launcher/softvia-run"; bench="$build/tools/bench/splitc_bench"
 for f in "$run" "$bench"; do [[ -x $f ]] || { echo "splitc_compare.sh: $f not built" >&2; exit 2; }; done
 here=$(cd "$(dirname "$0")" && pwd)
-csv="$build/splitc-results.csv"
+csv="$build/splitc-results-$wire.csv"
 echo "kind,label,op,mode,bytes,us_per_op,MBps" > "$csv"
 iters=10000; sizes=4,64,1024,4096,16384,65536; rounds=5
 ((quick)) && { iters=3000; sizes=4,4096,65536; rounds=1; }
@@ -39,13 +53,13 @@ fi
 
 ours() {  # backend round [extra env]
   local b=$1 r=$2; shift 2
-  env SPLITC_BACKEND="$b" SOFTVIA_DEVICE=shm SOFTVIA_PROGRESS=inline "$@" \
-    timeout 600 "$run" -n 2 --pin "$bench" --iters "$iters" --sizes "$sizes" --csv "$csv" --label "$b-$r" >/dev/null
+  env SPLITC_BACKEND="$b" SOFTVIA_DEVICE="$dev" SOFTVIA_PROGRESS=inline "$@" \
+    timeout 600 "$run" -n 2 --pin "${hosts[@]}" "$bench" --iters "$iters" --sizes "$sizes" --csv "$csv" --label "$b-$r" >/dev/null
 }
 theirs() {  # round
   [[ -n $peer ]] || return 0
   # Debian's oshmem may crash in shmem_finalize after the figures are out: its status is not ours to judge.
-  timeout 300 oshrun --allow-run-as-root --oversubscribe -np 2 --mca spml ucx -x UCX_TLS=sm,self \
+  timeout 300 oshrun --allow-run-as-root --oversubscribe -np 2 --mca spml ucx "${tls[@]}" \
     --bind-to core --cpu-set 0,1 "$peer" --iters "$iters" --sizes "$sizes" --label "oshmem-$1" 2>/dev/null |
     grep '^shmem,' >> "$csv"
 }
@@ -65,6 +79,7 @@ done
 
 row() { printf "%-26s %-10s %10s %10s %8s   %s\n" "$@"; }
 echo
+echo "== wire: $wire (ours: SOFTVIA_DEVICE=$dev ${hosts[*]}; OpenSHMEM: ${tls[*]})"
 echo "== time per operation on int, us (medians of $rounds round(s); ratio: median of per-round ours/OpenSHMEM)"
 row "operation" "back end" "ours" "oshmem" "ratio" "note"
 for mode in oneway twoway; do
@@ -106,5 +121,5 @@ echo "(all figures: $csv)"
 
 if [[ -n $plotdir ]]; then
   mkdir -p "$plotdir"
-  "$here/splitc_plot.sh" "$csv" "$plotdir" "$backends" && echo "(plots: $plotdir)"
+  "$here/splitc_plot.sh" "$csv" "$plotdir" "$backends" "splitc-$wire" && echo "(plots: $plotdir/splitc-$wire-*.png)"
 fi

@@ -2,14 +2,14 @@
 # splitc_plot.sh -- plots of splitc_compare.sh's CSV, in the shape of the paper's
 # Figures 6-3 (primitives on int, one-way and two-way) and 6-4 (bulk operations).
 #
-#   tools/bench/splitc_plot.sh CSV OUTDIR "am via-rel via-unrel"
+#   tools/bench/splitc_plot.sh CSV OUTDIR "am via-rel via-unrel" [NAME]
 #
-# Writes OUTDIR/splitc-prim.csv and splitc-prim.png (time per operation, medians over
-# rounds, one bar per back end and OpenSHMEM), OUTDIR/splitc-bulk.csv and
-# splitc-bulk.png (MB/s against size: one-way bulk_get, two-way bulk_read, bulk_get and
-# bulk_store). Needs gnuplot (Debian: gnuplot-nox).
+# Writes OUTDIR/NAME-prim.csv and NAME-prim.png (time per operation, medians over
+# rounds, one bar per back end and OpenSHMEM), OUTDIR/NAME-bulk.csv and NAME-bulk.png
+# (MB/s against size: one-way bulk_get, two-way bulk_read, bulk_get and bulk_store).
+# NAME defaults to splitc. Needs gnuplot (Debian: gnuplot-nox).
 set -euo pipefail
-csv=$1 out=$2 backends=$3
+csv=$1 out=$2 backends=$3 name=${4:-splitc}
 command -v gnuplot >/dev/null || { echo "splitc_plot.sh: needs gnuplot (apt-get install gnuplot-nox)" >&2; exit 2; }
 mkdir -p "$out"
 labels="$backends oshmem"
@@ -31,7 +31,7 @@ median_of() {  # base op mode bytes column
       printf "\n"
     done
   done
-} > "$out/splitc-prim.csv"
+} > "$out/$name-prim.csv"
 
 sizes=$(awk -F, 'NR > 1 && $3 == "bulk_get" {print $5}' "$csv" | sort -un | tr '\n' ' ')
 {
@@ -45,13 +45,13 @@ sizes=$(awk -F, 'NR > 1 && $3 == "bulk_get" {print $5}' "$csv" | sort -un | tr '
       set -- $c; printf ",%s" "$(median_of "$l" "$1" "$2" "$s" 7)"; done; done
     printf "\n"
   done
-} > "$out/splitc-bulk.csv"
+} > "$out/$name-bulk.csv"
 
 n=$(wc -w <<< "$labels")
 gnuplot <<EOF
 set datafile separator ","
 set terminal pngcairo size 1100,600 noenhanced
-set output "$out/splitc-prim.png"
+set output "$out/$name-prim.png"
 set title "Split-C primitives on int (smaller is better): softvia back ends and OpenSHMEM, 2 processes, shm"
 set style data histogram
 set style histogram clustered gap 1
@@ -60,18 +60,18 @@ set ylabel "us per operation"
 set logscale y
 set xtics rotate by -30
 set key top left
-plot for [i=2:$((n + 1))] "$out/splitc-prim.csv" using i:xtic(1) title columnhead(i)
+plot for [i=2:$((n + 1))] "$out/$name-prim.csv" using i:xtic(1) title columnhead(i)
 EOF
 
 gnuplot <<EOF
 set datafile separator ","
 set terminal pngcairo size 1100,650 noenhanced
-set output "$out/splitc-bulk.png"
+set output "$out/$name-bulk.png"
 set title "Split-C bulk operations (bigger is better): softvia back ends and OpenSHMEM"
 set logscale x 2
 set logscale y
 set xlabel "bytes"
 set ylabel "MB/s"
 set key outside right
-plot for [i=2:$((4 * n + 1))] "$out/splitc-bulk.csv" using 1:i with linespoints title columnhead(i)
+plot for [i=2:$((4 * n + 1))] "$out/$name-bulk.csv" using 1:i with linespoints title columnhead(i)
 EOF

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # softvia quick start: install what is needed from Debian, build, and run.
 #   tools/quickstart.sh bench   build (release) and run the two-process VIPL benchmark,
-#                               beside ucx_perftest on the same machine
+#                               beside ucx_perftest on the same machine, then the Split-C
+#                               micro-benchmarks on every back end beside OpenSHMEM
 #   tools/quickstart.sh test    build release and ASan+UBSan, run the whole test suite in both,
 #                               the thread-mode conformance suite under TSan,
 #                               then fuzz the firmware's frame parser (libFuzzer) for 2 minutes
@@ -16,7 +17,8 @@ packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
           liburing-dev                # udp transport
           libdpdk-dev dpdk            # dpdk transport
           libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils)  # verbs transport
-[[ $what == bench ]] && packages+=(ucx-utils dpdk-dev sockperf)  # peers: ucx_perftest, dpdk-testpmd, sockperf
+[[ $what == bench ]] && packages+=(ucx-utils dpdk-dev sockperf  # peers: ucx_perftest, dpdk-testpmd, sockperf
+                                   openmpi-bin libopenmpi-dev gnuplot-nox)  # OpenSHMEM beside Split-C; plots
 [[ $what == test ]] && packages+=(clang libclang-rt-14-dev)  # libFuzzer
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -34,7 +36,9 @@ build() {  # preset
 
 if [[ $what == bench ]]; then
   build release
-  exec tools/bench/compare.sh build/release
+  tools/bench/compare.sh build/release
+  echo
+  exec tools/bench/splitc_compare.sh build/release --quick
 fi
 
 status=0

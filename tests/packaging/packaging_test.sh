@@ -64,7 +64,7 @@ export PKG_CONFIG_PATH=$lib/pkgconfig
 unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
 libs=$(cd "$lib" && ls lib*.so | sed 's/^lib//; s/\.so$//' | sort)
 echo "shared libraries: $(echo $libs)"
-for want in amvia vipl; do
+for want in amvia splitc vipl; do
     echo "$libs" | grep -qx "$want" || fail "lib$want.so not installed"
 done
 for name in $libs; do
@@ -106,6 +106,9 @@ loads() {
 # Installed programs and libraries find softvia's libraries in the prefix (RUNPATH).
 loads "$P/bin/vipl_bench" "libvipl.so.$major"
 loads "$lib/libamvia.so.$major" "libvipl.so.$major"
+loads "$lib/libsplitc.so.$major" "libamvia.so.$major" "libvipl.so.$major"
+[ -f "$lib/libsplitc_main.a" ] || fail "libsplitc_main.a not installed"
+[ -f "$P/include/splitc.h" ] && [ -f "$P/include/splitc.hpp" ] || fail "splitc.h / splitc.hpp not installed"
 
 # The installed tool runs (it needs nothing but the kernel's /proc).
 "$P/bin/softvia-nicinfo" --pid $$ >"$T/log" 2>&1 || fail "installed softvia-nicinfo failed"
@@ -144,6 +147,10 @@ check_exports vipl VIPL_1.0 '^Vip' 30 VipOpenNic VipCloseNic VipQueryNic VipCrea
 check_exports amvia AMVIA_1.0 '^AMX?_' 40 AM_Init AM_Terminate AM_AllocateBundle AM_AllocateEndpoint \
     AM_Map AM_SetHandler AM_Poll AM_SetSeg AMX_Request AMX_Reply AMX_ErrorString AMX_SPMDStartup \
     AMX_SPMDMyProc AMX_SPMDNumProcs AMX_SPMDBarrier AMX_SPMDAllGather AMX_SPMDExit
+# The Split-C API; not the launcher's sv_boot_* nor the runtime's C++ internals.
+check_exports splitc SPLITC_1.0 '^(splitc_|read_|write_|get_|put_|store_|bulk_|all_|atomic_|(barrier|store_sync|reset_store_sync)(@|$))' 60 \
+    splitc_run splitc_sync splitc_exit splitc_poll read_int write_double get_long put_char store_float bulk_get \
+    bulk_store store_sync all_store_sync all_spread_malloc all_reduce_to_all_add_double atomic_call barrier
 
 # ---- (a) CMake consumer ----------------------------------------------------------------
 step "find_package(softvia) consumer"
@@ -166,9 +173,11 @@ run_app() {
 }
 run_app "$T/consumer/app"
 run_app "$T/consumer/am_app"
+run_app "$T/consumer/sc_app"
 # They run against the installed libraries, not the build tree's.
 loads "$T/consumer/app" "libvipl.so.$major"
 loads "$T/consumer/am_app" "libamvia.so.$major" "libvipl.so.$major"
+loads "$T/consumer/sc_app" "libsplitc.so.$major"
 
 # ---- (b) pkg-config --------------------------------------------------------------------
 # Not installed in a system directory: the programs find the libraries this way.
@@ -186,5 +195,6 @@ pkgconf_app() {
 }
 pkgconf_app "$CONSUMER/app.c" vipl "$T/app_pc"
 pkgconf_app "$CONSUMER/am_app.c" amvia "$T/am_app_pc"
+pkgconf_app "$CONSUMER/sc_app.c" splitc "$T/sc_app_pc"
 
 echo "PASS"

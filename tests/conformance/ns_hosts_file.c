@@ -5,8 +5,8 @@
  * VIP_ERROR_NAMESERVICE promptly, with one line on stderr naming the file (and the line),
  * and leave the service stopped; files exactly at the bounds load.
  *
- * Each VipNSInit runs in a child process with a watchdog (and, outside ASan, a memory
- * limit), so a provider that blocks on a FIFO or reads /dev/zero forever fails this
+ * Each VipNSInit runs in a child process with a watchdog (and, outside the sanitizers,
+ * a memory limit), so a provider that blocks on a FIFO or reads /dev/zero forever fails this
  * test instead of hanging it or eating the machine's memory.
  */
 #include "helpers.h" /* first: it sets _GNU_SOURCE */
@@ -16,11 +16,12 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
+/* Sanitizers reserve far more address space than the limit allows: no limit under them. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
 #endif
 #endif
 
@@ -45,7 +46,7 @@ static int init_in_child(const char *path, char *err, size_t errsz) {
         dup2(efd, 2);
         signal(SIGALRM, SIG_DFL); /* not the test's watchdog: die of it */
         alarm(5 * th_slow());
-#ifndef UNDER_ASAN
+#ifndef UNDER_SANITIZER
         struct rlimit rl = {1ul << 30, 1ul << 30}; /* a reader that never stops dies here */
         setrlimit(RLIMIT_DATA, &rl);
 #endif

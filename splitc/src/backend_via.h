@@ -115,9 +115,11 @@ constexpr size_t kBufBytes[C_COUNT] = {256, kMedPayload + 64};
 constexpr size_t kGatherCap = kBufBytes[C_SHORT] - sizeof(Hdr);  // entry bytes per message
 constexpr size_t kMaxEntry = 8 + kMaxShortValue;
 constexpr int kMaxEntries = int(kGatherCap / 8);  // all gets: a word each
-// The requester's FIFO per channel: each of k outstanding requests may be a K_GATHER with
-// up to kMaxEntries puts and gets (a power of 2, as the FIFO's index mask needs).
-constexpr uint32_t kPendCap[C_COUNT] = {uint32_t(kCredits[C_SHORT]) * 32, uint32_t(kCredits[C_MED]) * 2};
+// The requester's FIFO per channel (a power of 2, as its index mask needs). Up to 2k
+// requests may wait for replies: k unacknowledged, and on via-unrel k more that the owner
+// has processed (acknowledged) while their replies are lost (its reply window); each may
+// be a K_GATHER with up to kMaxEntries puts and gets.
+constexpr uint32_t kPendCap[C_COUNT] = {2 * uint32_t(kCredits[C_SHORT]) * 32, 2 * uint32_t(kCredits[C_MED])};
 static_assert(kMaxEntries <= 32, "kPendCap");
 constexpr size_t kDescBytes = 64;  // a descriptor with up to two segments
 constexpr int kAckSlots = 8;       // via-unrel: send slots for unnumbered K_ACK messages
@@ -399,7 +401,11 @@ inline void end_reply(const Out& o, size_t body) {
 
 // The FIFO of requests waiting for replies (a ring of kPendCap[channel]).
 inline uint32_t pend_mask(const Chan* c) { return kPendCap[c->idx] - 1; }
-inline void push_pend(Chan* c, const Pend& e) { c->pend[c->p_tail++ & pend_mask(c)] = e; }
+inline void push_pend(Chan* c, const Pend& e) {
+    if (c->p_tail - c->p_head > pend_mask(c))  // the bound above is wrong: never overwrite
+        fatal("via back end: more than %u operations wait for replies from process %d", pend_mask(c) + 1, c->peer->proc);
+    c->pend[c->p_tail++ & pend_mask(c)] = e;
+}
 inline Pend& front_pend(Chan* c, uint8_t kind) {
     if (c->p_head == c->p_tail)
         fatal("via back end: process %d sent a reply (handler %u) to no request", c->peer->proc, kind);

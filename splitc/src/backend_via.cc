@@ -31,61 +31,19 @@ constexpr unsigned kQuietPolls = 16;     // polls that found nothing: the stream
 constexpr unsigned kPeriodicPolls = 64;  // timers and liveness every this many polls
 constexpr uint64_t kProbeQuietNs = 250000000ull;  // a peer we wait on, silent this long: probe it
 
-inline uint64_t load64(const void* p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-inline void store64(void* p, uint64_t v) { memcpy(p, &v, 8); }
 
-// ---- building messages ----------------------------------------------------------------
-struct Out {
-    Chan* c;
-    Slot* s;
-    char* body;
-};
-
-inline Out begin(Chan* c, Slot* s, uint8_t kind, uint8_t x, uint16_t n) {
-    Hdr h{kind, x, n};
-    memcpy(s->buf, &h, sizeof h);
-    return Out{c, s, s->buf + sizeof(Hdr)};
-}
-
-// A request: waits (polling) for a credit (via-rel) or room in the window (via-unrel).
-inline Out begin_request(Chan* c, uint8_t kind, uint8_t call, uint16_t n) {
-    return begin(c, V.reliable ? rel_request_slot(c) : unrel_request_slot(c), kind, call, n);
-}
-inline void end_request(const Out& o, size_t body) {
-    const uint32_t len = uint32_t(sizeof(Hdr) + body);
-    if (V.reliable) rel_post_request(o.c, o.s, len);
-    else unrel_post(o.c, o.s, len, true);
-}
-inline Out begin_reply(Chan* c, uint8_t kind, uint16_t n) {
-    return begin(c, V.reliable ? rel_reply_slot(c) : unrel_reply_slot(c), kind, 0, n);
-}
-inline void end_reply(const Out& o, size_t body) {
-    const uint32_t len = uint32_t(sizeof(Hdr) + body);
-    if (V.reliable) rel_post_reply(o.c, o.s, len, 1);
-    else unrel_post(o.c, o.s, len, false);
-}
-
-// ---- the FIFO of requests waiting for replies ----------------------------------------------
-inline uint32_t pend_mask(const Chan* c) { return uint32_t(2 * c->k - 1); }
-inline void push_pend(Chan* c, const Pend& e) { c->pend[c->p_tail++ & pend_mask(c)] = e; }
-inline Pend& front_pend(Chan* c, uint8_t kind) {
-    if (c->p_head == c->p_tail)
-        fatal("via back end: process %d sent a reply (handler %u) to no request", c->peer->proc, kind);
-    return c->pend[c->p_head & pend_mask(c)];
-}
+}  // namespace
 
 [[noreturn]] void malformed(Chan* c, const Hdr& h, uint32_t len) {
     fatal("via back end: malformed message from process %d (handler %u, %u bytes)", c->peer->proc, h.kind, len);
 }
 
-// The owner refuses a request whose memory is not global here; the requester stops.
+// The owner refuses a request whose memory is not global here; the requester stops. A
+// store, or an entry of a K_GATHER (h is then the entry's), has no FIFO entry to name the
+// call: its refusal carries address, length and call.
 void refuse(Chan* c, const Hdr& h, uint64_t addr) {
-    if (h.kind == K_STORE) {
-        Out o = begin_reply(c, K_STORE_REFUSED, h.n);
+    if (h.kind == K_STORE || h.kind == K_GATHER) {
+        Out o = begin_reply(c, K_ENTRY_REFUSED, h.n);
         store64(o.body, addr);
         o.body[8] = static_cast<char>(h.x);  // the call
         end_reply(o, 9);
@@ -97,11 +55,9 @@ void refuse(Chan* c, const Hdr& h, uint64_t addr) {
 
 // A request that gets no reply: via-rel owes its credit (given back in batches), via-unrel
 // counts it for the no-op acknowledgement.
-inline void reply_free(Chan* c) {
+void reply_free(Chan* c) {
     if (V.reliable) rel_owe_credit(c);
 }
-
-}  // namespace
 
 // Runs the handler of one message (the switch of the paper's merged library) and gives
 // its receive buffer back. Returns kWasRequest / kReplied for via-unrel's bookkeeping.
@@ -182,27 +138,9 @@ int deliver(Chan* c, uint32_t len, int slot) {
         case K_EXIT:
             fflush(nullptr);
             _exit(h.n);
-        case K_STORES: {
-            rc = kWasRequest;
-            if (h.n > kStoresPerMsg || blen < size_t(h.n) * sizeof(StoreEntry)) malformed(c, h, len);
-            for (int i = 0; i < h.n; i++) {
-                StoreEntry e;
-                memcpy(&e, body + size_t(i) * sizeof e, sizeof e);
-                const uint64_t a = e.word & kAddrMask;
-                const size_t n = (e.word >> 48) & 0xf;
-                if (n > kMaxShortValue) malformed(c, h, len);
-                if (!is_global(a, n)) {
-                    const Hdr one{K_STORE, static_cast<uint8_t>(e.word >> 56), uint16_t(n)};
-                    refuse(c, one, a);  // the requester stops: the rest does not matter
-                    rc |= kReplied;
-                    break;
-                }
-                memcpy(reinterpret_cast<void*>(a), &e.value, n);
-                landed_store(n);
-            }
-            if (!(rc & kReplied)) reply_free(c);
+        case K_GATHER:
+            rc = owner_gather(c, h, body, blen, len);
             break;
-        }
         case K_PING:
             rc = kWasRequest;
             reply_free(c);
@@ -224,6 +162,9 @@ int deliver(Chan* c, uint32_t len, int slot) {
             c->p_head++;
             break;
         }
+        case K_GATHER_R:
+            requester_gather_reply(c, h, body, blen, len);
+            break;
         case K_ATOMIC_R: {
             Pend& e = front_pend(c, h.kind);
             if (e.op != PendOp::kAtomic || blen < 8) malformed(c, h, len);
@@ -239,7 +180,7 @@ int deliver(Chan* c, uint32_t len, int slot) {
                                                "outside the program)"
                                              : "not global memory of that process");
         }
-        case K_STORE_REFUSED:
+        case K_ENTRY_REFUSED:
             if (blen < 9) malformed(c, h, len);
             bad_gptr(static_cast<uint8_t>(body[8]), p->proc, load64(body), h.n, "not global memory of that process");
         case K_CREDIT:
@@ -382,55 +323,9 @@ void poll_once() {
 }
 
 namespace {
-// Sends the stores gathered for c.
-void send_batch(Chan* c) {
-    Slot* s = c->batch;
-    const uint16_t n = uint16_t(c->batch_n);
-    c->batch = nullptr;
-    c->batch_n = 0;
-    memcpy(s->buf + offsetof(Hdr, n), &n, sizeof n);
-    V.ctr.store_msgs++;
-    end_request(Out{c, s, s->buf + sizeof(Hdr)}, size_t(n) * sizeof(StoreEntry));
-}
-}  // namespace
 
-void flush_batches() {
-    std::vector<Chan*> now;
-    now.swap(V.batches);  // sending may poll (no credit yet), which flushes: take them out first
-    for (Chan* c : now) send_batch(c);
-    if (V.batches.empty()) {
-        now.clear();
-        V.batches.swap(now);
-    }
-}
-
-namespace {
-
-// A store of up to 8 bytes joins the message being gathered for its process.
-void batch_store(Peer* p, uint64_t addr, const void* src, size_t n, uint8_t call) {
-    Chan* c = &p->ch[C_SHORT];
-    if (!c->batch) {
-        Out o = begin_request(c, K_STORES, 0, 0);  // may poll: that sends other batches
-        c->batch = o.s;
-        V.batches.push_back(c);
-    }
-    StoreEntry e{addr | uint64_t(n) << 48 | uint64_t(call) << 56, 0};
-    memcpy(&e.value, src, n);
-    memcpy(c->batch->buf + sizeof(Hdr) + size_t(c->batch_n) * sizeof e, &e, sizeof e);
-    if (++c->batch_n < kStoresPerMsg) return;
-    // Full: this one goes now; the others stay (round-robin stores to many processes
-    // gather for each of them).
-    for (size_t i = 0; i < V.batches.size(); i++)
-        if (V.batches[i] == c) {
-            V.batches[i] = V.batches.back();
-            V.batches.pop_back();
-            break;
-        }
-    send_batch(c);
-}
-
-// Every operation but a small store sends the gathered stores first, so that they wait
-// at most until the program's next call into the back end.
+// Every operation that is not gathered sends what is gathered first, so that it waits at
+// most until the program's next call into the back end, and stays in order with it.
 inline void before_op() {
     if (!V.batches.empty()) flush_batches();
 }
@@ -449,8 +344,9 @@ public:
 
     void get(void* dst, int proc, uint64_t addr, size_t n, Wait w, uint8_t call) override {
         if (n == 0) return;
-        before_op();
         Peer* p = V.peers[size_t(proc)];
+        if (n <= kMaxShortValue && w == Wait::kSync && V.gather) return gather(p, G_GET, addr, nullptr, dst, n, w, call);
+        before_op();
         if (n <= kMaxShortValue) {
             Chan* c = &p->ch[C_SHORT];
             counter(w)++;
@@ -477,12 +373,17 @@ public:
         }
     }
 
+    // A blocking read or write (Wait::kBlocking) is never gathered: it sends what is
+    // gathered, then its own message, so that it does not wait for a gather to fill.
     void put(int proc, uint64_t addr, const void* src, size_t n, Wait w, uint8_t call) override {
+        if (n && n <= kMaxShortValue && w == Wait::kSync && V.gather)
+            return gather(V.peers[size_t(proc)], G_PUT, addr, src, nullptr, n, w, call);
         send_data(K_PUT, proc, addr, src, n, w, call);
     }
 
     void store(int proc, uint64_t addr, const void* src, size_t n, uint8_t call) override {
-        if (n && n <= kMaxShortValue && V.store_batch) return batch_store(V.peers[size_t(proc)], addr, src, n, call);
+        if (n && n <= kMaxShortValue && V.store_batch)
+            return gather(V.peers[size_t(proc)], G_STORE, addr, src, nullptr, n, Wait::kSync, call);
         send_data(K_STORE, proc, addr, src, n, Wait::kSync, call);
     }
 

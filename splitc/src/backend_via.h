@@ -40,12 +40,14 @@ enum Kind : uint8_t {
     K_BAR_DOWN,   // the same
     K_EXIT,       // n = exit code. No reply
     K_PING,       // via-unrel: are you there? acknowledged at once. No reply
-    K_STORES,     // n stores of up to 8 bytes each (StoreEntry). No reply
+    K_GATHER,     // n gathered stores, puts and gets of up to 8 bytes (entries, below).
+                  // Reply K_GATHER_R if it has a put or a get, else none
     K_GET_R,      // body: the n bytes
     K_PUT_R,      // no body: the smallest message, 4 bytes
     K_ATOMIC_R,   // body: int64 result
+    K_GATHER_R,   // n = the K_GATHER's puts and gets; body: its gets' values, in order
     K_REFUSED,    // the request at the head of the FIFO was refused (not global memory)
-    K_STORE_REFUSED,  // body: addr; n, x = call: a store was refused
+    K_ENTRY_REFUSED,  // body: addr, call; n: a store, or an entry of a K_GATHER, was refused
     K_CREDIT,     // via-rel: gives back x credits of reply-free requests
     K_ACK,        // via-unrel, unnumbered: acknowledgements only (the paper's no-op reply)
     K_COUNT
@@ -85,13 +87,13 @@ inline UHdr uhdr_of(uint32_t v) {
 }
 constexpr uint8_t kNackReq = 1, kNackRep = 2;
 
-// One store of a K_STORES message: the address with the length (bits 48-51) and the
-// call (bits 56-63) above it, then the value.
-struct StoreEntry {
-    uint64_t word;
-    uint64_t value;
-};
+// One entry of a K_GATHER message: a word with the address (bits 0-47), the length
+// (48-51, 1 to 8), the operation (52-53, GatherOp) and the call (56-63), then, for a
+// store or a put, its n bytes (a get's entry is the word alone). The owner handles the
+// entries in order; the reply carries the gets' values back-to-back, in order.
+enum GatherOp : unsigned { G_STORE = 0, G_PUT = 1, G_GET = 2 };
 constexpr uint64_t kAddrMask = (1ull << 48) - 1;
+constexpr int kLenShift = 48, kOpShift = 52, kCallShift = 56;
 
 struct AtomicBody {
     uint64_t addr;
@@ -105,10 +107,20 @@ constexpr size_t kMaxShortValue = 8;
 constexpr size_t kMedPayload = 4096;
 // Receive and send buffer per channel: the largest message of the channel.
 constexpr size_t kBufBytes[C_COUNT] = {256, kMedPayload + 64};
-// Stores of up to 8 bytes to one process are sent together (K_STORES), up to this many
-// per message: until the message is full, the program makes any other call into the
-// back end, or a poll (every waiting loop polls). SPLITC_STORE_BATCH=0: one per message.
-constexpr int kStoresPerMsg = int((kBufBytes[C_SHORT] - sizeof(Hdr)) / sizeof(StoreEntry));
+// Stores, split-phase puts and gets of up to 8 bytes to one process are sent together
+// (K_GATHER; docs/splitc.md, "Gathering"): until the message is full (no room for one more
+// entry of 16 bytes), the program makes any other call into the back end (a blocking
+// read or write included), or a poll (every waiting loop polls). SPLITC_STORE_BATCH=0:
+// a message per store; SPLITC_GATHER=0: a message per put and get.
+constexpr size_t kGatherCap = kBufBytes[C_SHORT] - sizeof(Hdr);  // entry bytes per message
+constexpr size_t kMaxEntry = 8 + kMaxShortValue;
+constexpr int kMaxEntries = int(kGatherCap / 8);  // all gets: a word each
+// The requester's FIFO per channel (a power of 2, as its index mask needs). Up to 2k
+// requests may wait for replies: k unacknowledged, and on via-unrel k more that the owner
+// has processed (acknowledged) while their replies are lost (its reply window); each may
+// be a K_GATHER with up to kMaxEntries puts and gets.
+constexpr uint32_t kPendCap[C_COUNT] = {2 * uint32_t(kCredits[C_SHORT]) * 32, 2 * uint32_t(kCredits[C_MED])};
+static_assert(kMaxEntries <= 32, "kPendCap");
 constexpr size_t kDescBytes = 64;  // a descriptor with up to two segments
 constexpr int kAckSlots = 8;       // via-unrel: send slots for unnumbered K_ACK messages
 
@@ -170,10 +182,11 @@ struct Chan {
     // via-rel: a ring of 2k; via-unrel: k for requests, k for replies, kAckSlots for K_ACK
     std::vector<Slot> slots;
     uint32_t s_next = 0;
-    // stores being gathered into one K_STORES message (backend_via.cc): its slot (a
-    // credit or window place is taken), nullptr when none
+    // operations being gathered into one K_GATHER message (backend_via.cc): its slot (a
+    // credit or window place is taken), nullptr when none; entries and their bytes
     Slot* batch = nullptr;
     int batch_n = 0;
+    uint32_t batch_len = 0;
     // ---- via-rel credits (AMVIA): requests we may still send; credits of handled
     // reply-free requests not yet given back
     int credits = 0;
@@ -249,8 +262,9 @@ struct Via {
     std::vector<Chan*> timed;       // via-unrel: channels with unacknowledged messages
     std::vector<std::pair<Chan*, int>> reposts;  // reply buffers to post again
     std::vector<Peer*> rdma_peers;  // via-rel: peers with RDMA operations outstanding
-    std::vector<Chan*> batches;     // channels with stores gathered, not sent yet
+    std::vector<Chan*> batches;     // channels with operations gathered, not sent yet
     bool store_batch = true;        // SPLITC_STORE_BATCH
+    bool gather = true;             // SPLITC_GATHER
     unsigned polls = 0;
     unsigned quiet_polls = 0;
     int64_t atomic_result = 0;
@@ -274,7 +288,7 @@ struct Via {
     // counters (SPLITC_VIA_STATS=1 prints them at the end)
     struct {
         uint64_t sent, received, retransmits, duplicates, held, nacks, acks_sent, credit_msgs, rdma_ops, probes,
-            no_reply_slot, store_msgs;
+            no_reply_slot, gather_msgs, gathered;
     } ctr{};
 };
 extern Via& V;
@@ -312,7 +326,7 @@ void reap(Chan* c, bool wait);
 void poll_once();
 void take_arrived();  // what has arrived already, without stepping the NIC
 void flush_reposts();
-void flush_batches();  // sends the stores gathered so far
+void flush_batches();  // sends the operations gathered so far
 
 // ---- via-rel: credits (backend_via_rel.cc) ----------------------------------------------
 Slot* rel_request_slot(Chan* c);   // waits (polling) for a credit, then a slot
@@ -348,6 +362,68 @@ void unrel_idle_acks();             // the stream stopped: acknowledge what is o
 void unrel_timers(uint64_t now, bool idle);
 bool unrel_all_acked();
 void unrel_ping(Peer* p);
+
+// ---- building messages (backend_via.cc, backend_via_gather.cc) --------------------------
+inline uint64_t load64(const void* p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+inline void store64(void* p, uint64_t v) { memcpy(p, &v, 8); }
+
+struct Out {
+    Chan* c;
+    Slot* s;
+    char* body;
+};
+inline Out begin(Chan* c, Slot* s, uint8_t kind, uint8_t x, uint16_t n) {
+    Hdr h{kind, x, n};
+    memcpy(s->buf, &h, sizeof h);
+    return Out{c, s, s->buf + sizeof(Hdr)};
+}
+// A request: waits (polling) for a credit (via-rel) or room in the window (via-unrel).
+inline Out begin_request(Chan* c, uint8_t kind, uint8_t call, uint16_t n) {
+    return begin(c, V.reliable ? rel_request_slot(c) : unrel_request_slot(c), kind, call, n);
+}
+inline void end_request(const Out& o, size_t body) {
+    const uint32_t len = uint32_t(sizeof(Hdr) + body);
+    if (V.reliable) rel_post_request(o.c, o.s, len);
+    else unrel_post(o.c, o.s, len, true);
+}
+inline Out begin_reply(Chan* c, uint8_t kind, uint16_t n) {
+    return begin(c, V.reliable ? rel_reply_slot(c) : unrel_reply_slot(c), kind, 0, n);
+}
+inline void end_reply(const Out& o, size_t body) {
+    const uint32_t len = uint32_t(sizeof(Hdr) + body);
+    if (V.reliable) rel_post_reply(o.c, o.s, len, 1);
+    else unrel_post(o.c, o.s, len, false);
+}
+
+// The FIFO of requests waiting for replies (a ring of kPendCap[channel]).
+inline uint32_t pend_mask(const Chan* c) { return kPendCap[c->idx] - 1; }
+inline void push_pend(Chan* c, const Pend& e) {
+    if (c->p_tail - c->p_head > pend_mask(c))  // the bound above is wrong: never overwrite
+        fatal("via back end: more than %u operations wait for replies from process %d", pend_mask(c) + 1, c->peer->proc);
+    c->pend[c->p_tail++ & pend_mask(c)] = e;
+}
+inline Pend& front_pend(Chan* c, uint8_t kind) {
+    if (c->p_head == c->p_tail)
+        fatal("via back end: process %d sent a reply (handler %u) to no request", c->peer->proc, kind);
+    return c->pend[c->p_head & pend_mask(c)];
+}
+
+[[noreturn]] void malformed(Chan* c, const Hdr& h, uint32_t len);
+void refuse(Chan* c, const Hdr& h, uint64_t addr);
+void reply_free(Chan* c);
+
+// ---- gathering (backend_via_gather.cc) -----------------------------------------------------
+// A store, put or get of 1 to 8 bytes joins the K_GATHER being built for p (a put or a get
+// counts in counter(w) and takes a FIFO entry); the message goes when full.
+void gather(Peer* p, GatherOp op, uint64_t addr, const void* src, void* dst, size_t n, Wait w, uint8_t call);
+// The owner: handles a K_GATHER's entries in order; returns deliver()'s flags.
+int owner_gather(Chan* c, const Hdr& h, const char* body, size_t blen, uint32_t len);
+// The requester: a K_GATHER_R completes the n puts and gets at the head of the FIFO.
+void requester_gather_reply(Chan* c, const Hdr& h, const char* body, size_t blen, uint32_t len);
 
 // Runs one message's handler and gives its buffer back (backend_via.cc); kWasRequest,
 // kReplied flags.

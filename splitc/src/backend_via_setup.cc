@@ -43,6 +43,7 @@ void read_settings() {
     V.rdma_min = size_t(setting("SPLITC_RDMA_MIN", kDefaultRdmaMin, 0, 1ull << 30, "0 (no RDMA) to 1073741824 (bytes)"));
     if (V.rdma_min && V.rdma_min <= kMaxShortValue) V.rdma_min = kMaxShortValue + 1;
     V.store_batch = setting("SPLITC_STORE_BATCH", 1, 0, 1, "0 (a message per store) and 1 (stores gathered)") == 1;
+    V.gather = setting("SPLITC_GATHER", 1, 0, 1, "0 (a message per put and get) and 1 (puts and gets gathered)") == 1;
 }
 
 void error_callback(VIP_PVOID, VIP_ERROR_DESCRIPTOR*) {
@@ -107,7 +108,7 @@ Peer* make_peer(int proc) {
         }
         cur += ns * c->buf_bytes;
         c->sq.assign(ns + (i == C_MED ? p->rdma.size() : 0) + 1, nullptr);
-        c->pend = new Pend[size_t(2 * c->k)];
+        c->pend = new Pend[kPendCap[i]];
         c->req.base = 0;
         c->rep.base = c->k;
         c->req.held.assign(size_t(c->k), -1);
@@ -351,12 +352,13 @@ void print_stats() {
     VipExtQueryNicCounters(V.nic, &nc);
     fprintf(stderr,
             "splitc: process %d: %s: sent %llu received %llu retransmits %llu duplicates %llu held %llu nacks "
-            "%llu acks %llu credit-msgs %llu rdma %llu probes %llu no-reply-slot %llu store-msgs %llu nic-drops %llu\n",
+            "%llu acks %llu credit-msgs %llu rdma %llu probes %llu no-reply-slot %llu gather-msgs %llu gathered %llu "
+            "nic-drops %llu\n",
             MYPROC, V.reliable ? "via-rel" : "via-unrel", (unsigned long long)k.sent, (unsigned long long)k.received,
             (unsigned long long)k.retransmits, (unsigned long long)k.duplicates, (unsigned long long)k.held,
             (unsigned long long)k.nacks, (unsigned long long)k.acks_sent, (unsigned long long)k.credit_msgs,
             (unsigned long long)k.rdma_ops, (unsigned long long)k.probes, (unsigned long long)k.no_reply_slot,
-            (unsigned long long)k.store_msgs, (unsigned long long)nc.Drops);
+            (unsigned long long)k.gather_msgs, (unsigned long long)k.gathered, (unsigned long long)nc.Drops);
 }
 
 }  // namespace via

@@ -32,11 +32,13 @@ for be in via-rel via-unrel; do
     for v in abc 0 -5 1e3 " 5" 3600001 99999999999999999999; do expect SPLITC_PEER_TIMEOUT_MS "$v" $be bad; done
     for v in x -1 12k 1073741825; do expect SPLITC_RDMA_MIN "$v" $be bad; done
     for v in 2 yes -0; do expect SPLITC_STORE_BATCH "$v" $be bad; done
+    for v in 2 no " 1"; do expect SPLITC_GATHER "$v" $be bad; done
 done
 expect SPLITC_PEER_TIMEOUT_MS 3600000 via-unrel good
 expect SPLITC_PEER_TIMEOUT_MS 1 via-rel good
 expect SPLITC_RDMA_MIN 0 via-rel good
 expect SPLITC_RDMA_MIN 9 via-rel good
 expect SPLITC_STORE_BATCH 0 via-unrel good
+expect SPLITC_GATHER 0 via-rel good
 [ $failures -eq 0 ] || { echo "$failures case(s) failed"; exit 1; }
 echo "sc_via_bad_settings: all cases as expected"

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "backend.h"
@@ -59,6 +60,7 @@ struct AmState {
     int bar_up[2] = {0, 0};
     int bar_released = 0;
     int bar_gen = 0;
+    bool exiting = false; // splitc_exit: peers going away is what we asked for
 };
 AmState A;
 
@@ -185,6 +187,7 @@ void h_refused(void*, int op, int call, int alo, int ahi, int n, int proc) {
                                                  : "not global memory of that process");
 }
 void h_returned(int status, op_t opcode, void* token) {
+    if (A.exiting) return; // our K_EXIT (or an earlier request) to a process that has exited
     en_t src{};
     AM_GetSourceEndpoint(token, &src);
     fatal("am back end: a message came back undelivered: %s (opcode %d): a process of the job is gone",
@@ -321,10 +324,21 @@ public:
         for (int c = 2 * me + 1; c <= 2 * me + 2 && c < P; c++) check_am(AM_Request1(A.ep, c, H_BAR_DOWN, gen), "barrier", c);
     }
 
+    // Waits (up to 2 s) until every process has gone, so that none of them sees this one
+    // end first (a request of its own to us returned) and reports a lost process instead
+    // of the code. The receivers _exit in the handler: our requests come back returned.
     void broadcast_exit(int code) override {
+        A.exiting = true;
         for (int p = 0; p < PROCS; p++)
             if (p != MYPROC) AM_Request1(A.ep, p, H_EXIT, code);
-        AM_Poll(A.eb);
+        timespec t0{}, t{};
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int n = 1; n > 0;) {
+            AM_Poll(A.eb);
+            if (AMX_Outstanding(A.ep, &n) != AM_OK) break;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec >= 2) break;
+        }
     }
 };
 

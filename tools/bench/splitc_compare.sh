@@ -12,9 +12,10 @@
 #   udp        ours on the udp wire (udp:local=wire) and OpenSHMEM over UCX tcp
 #              (UCX_TLS=tcp,self), both on the loopback of one network namespace
 #   udp-hosts  ours across two network namespaces joined by a veth pair (softvia-run
-#              --hosts 2); OpenSHMEM as for udp, on loopback: oshrun cannot start ranks in
-#              two namespaces without a remote-start agent (issue 16), so its figure is
-#              the same-namespace one, with a kernel path no longer than the veth's. Both in
+#              --hosts 2); OpenSHMEM over UCX tcp across two namespaces joined the same
+#              way: oshrun runs in the first, starts PE 1's orted in the second through a
+#              remote-start agent (ip netns exec), and the two talk over the veth only.
+#              Needs root. Both in
 # rounds, back to back (this VM's speed drifts by up to 1.5x within minutes); each ratio
 # in the summary is the median of the per-round ratios. Writes BUILD_DIR/splitc-results.csv
 # with every figure, and with --plot DIR the plots (gnuplot, PNG) and their CSVs.
@@ -33,10 +34,11 @@ done
 case $wire in
   shm) dev=shm hosts=(); tls=(-x UCX_TLS=sm,self) ;;
   udp) dev=udp:local=wire hosts=(); tls=(-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo) ;;
-  udp-hosts) dev=udp hosts=(--hosts 2); tls=(-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo) ;;
+  udp-hosts) dev=udp hosts=(--hosts 2); tls=(-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=svpeer) ;;
   *) echo "splitc_compare.sh: --wire takes shm, udp or udp-hosts (got '$wire')" >&2; exit 2 ;;
 esac
 run="$build/tools/launcher/softvia-run"; bench="$build/tools/bench/splitc_bench"
+[[ $wire == udp-hosts && $(id -u) != 0 ]] && { echo "splitc_compare.sh: --wire udp-hosts needs root (network namespaces)" >&2; exit 2; }
 for f in "$run" "$bench"; do [[ -x $f ]] || { echo "splitc_compare.sh: $f not built" >&2; exit 2; }; done
 here=$(cd "$(dirname "$0")" && pwd)
 csv="$build/splitc-results-$wire.csv"
@@ -51,6 +53,28 @@ if command -v oshcc >/dev/null && command -v oshrun >/dev/null; then
 fi
 [[ -n $peer ]] || echo "(no OpenSHMEM: apt-get install openmpi-bin libopenmpi-dev; the peer column stays empty)"
 
+# udp-hosts: OpenSHMEM's two "hosts", namespaces joined by a veth pair whose ends are
+# both named svpeer (one UCX_NET_DEVICES for both PEs). oshrun runs in the first on core
+# 0 and starts PE 0 there; the agent starts PE 1's orted in the second on core 1.
+peerhosts=()
+if [[ $wire == udp-hosts && -n $peer ]]; then
+  tag=svo$$; nsa=${tag}a nsb=${tag}b net=198.18.$(( $$ % 250 ))
+  agent=$(mktemp); trap 'ip netns del $nsa 2>/dev/null; ip netns del $nsb 2>/dev/null; rm -f "$agent"' EXIT INT TERM
+  ip netns add "$nsa" && ip netns add "$nsb" &&
+    ip link add "${tag}va" type veth peer name "${tag}vb" &&
+    ip link set "${tag}va" netns "$nsa" name svpeer && ip link set "${tag}vb" netns "$nsb" name svpeer &&
+    ip -n "$nsa" addr add "$net.1/24" dev svpeer && ip -n "$nsb" addr add "$net.2/24" dev svpeer &&
+    ip -n "$nsa" link set svpeer up && ip -n "$nsb" link set svpeer up &&
+    ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up ||
+    { echo "splitc_compare.sh: cannot set up the namespaces for OpenSHMEM" >&2; exit 2; }
+  printf '#!/bin/sh\n# remote-start agent for oshrun: the "host" is a network namespace\nh=$1; shift\nexec ip netns exec "$h" taskset -c 1 sh -c "$*"\n' > "$agent"
+  chmod +x "$agent"
+  peerhosts=(ip netns exec "$nsa" taskset -c 0)
+  tls+=(--host "$(hostname):1,$nsb:1" --mca plm_rsh_agent "$agent" --mca oob_tcp_if_include "$net.0/24" --bind-to none)
+else
+  tls+=(--bind-to core --cpu-set 0,1)
+fi
+
 ours() {  # backend round [extra env]
   local b=$1 r=$2; shift 2
   env SPLITC_BACKEND="$b" SOFTVIA_DEVICE="$dev" SOFTVIA_PROGRESS=inline "$@" \
@@ -59,8 +83,8 @@ ours() {  # backend round [extra env]
 theirs() {  # round
   [[ -n $peer ]] || return 0
   # Debian's oshmem may crash in shmem_finalize after the figures are out: its status is not ours to judge.
-  timeout 300 oshrun --allow-run-as-root --oversubscribe -np 2 --mca spml ucx "${tls[@]}" \
-    --bind-to core --cpu-set 0,1 "$peer" --iters "$iters" --sizes "$sizes" --label "oshmem-$1" 2>/dev/null |
+  "${peerhosts[@]}" timeout 300 oshrun --allow-run-as-root --oversubscribe -np 2 --mca spml ucx "${tls[@]}" \
+    "$peer" --iters "$iters" --sizes "$sizes" --label "oshmem-$1" 2>/dev/null |
     grep '^shmem,' >> "$csv"
 }
 get() {  # label op mode bytes column(6 us, 7 MB/s)

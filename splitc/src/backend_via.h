@@ -112,9 +112,14 @@ constexpr size_t kBufBytes[C_COUNT] = {256, kMedPayload + 64};
 // entry of 16 bytes), the program makes any other call into the back end (a blocking
 // read or write included), or a poll (every waiting loop polls). SPLITC_STORE_BATCH=0:
 // a message per store; SPLITC_GATHER=0: a message per put and get.
-constexpr size_t kGatherCap = kBufBytes[C_SHORT] - sizeof(Hdr);  // entry bytes per message
+// Puts and gets go on the short channel: each needs a FIFO entry, and one reply of the
+// short channel answers them all. Stores need neither (reply-free, nothing kept at the
+// sender), so they gather on the medium channel, up to about 340 int stores a message.
+constexpr size_t kGatherCap[C_COUNT] = {kBufBytes[C_SHORT] - sizeof(Hdr),  // entry bytes
+                                        kBufBytes[C_MED] - sizeof(Hdr)};   // per message
 constexpr size_t kMaxEntry = 8 + kMaxShortValue;
-constexpr int kMaxEntries = int(kGatherCap / 8);  // all gets: a word each
+constexpr int kMaxEntries = int(kGatherCap[C_SHORT] / 8);  // short channel: all gets, a word each
+constexpr int kMaxStoreEntries = int(kGatherCap[C_MED] / 9);  // medium channel: stores of 1 byte
 // The requester's FIFO per channel (a power of 2, as its index mask needs). Up to 2k
 // requests may wait for replies: k unacknowledged, and on via-unrel k more that the owner
 // has processed (acknowledged) while their replies are lost (its reply window); each may

@@ -3,6 +3,8 @@
 // and the owner answers the puts and gets of one such message with one K_GATHER_R. Over
 // a wire where a frame costs a system call (udp) a stream's cost is its frames, not its
 // bytes: a put or get stream then costs two frames per message instead of per operation.
+// Stores, which need no reply and leave nothing at the sender, gather apart on the
+// medium channel, in messages 16 times as large.
 //
 // A K_GATHER is one request of the protocol: it takes one credit (via-rel) or one window
 // place and one number (via-unrel), is processed once and in order, and gets at most one
@@ -54,7 +56,7 @@ void flush_batches() {
 }
 
 void gather(Peer* p, GatherOp op, uint64_t addr, const void* src, void* dst, size_t n, Wait w, uint8_t call) {
-    Chan* c = &p->ch[C_SHORT];
+    Chan* c = &p->ch[op == G_STORE ? C_MED : C_SHORT];
     if (!c->batch) {
         Out o = begin_request(c, K_GATHER, kInternal, 0);  // may poll: that sends other batches
         c->batch = o.s;
@@ -73,7 +75,7 @@ void gather(Peer* p, GatherOp op, uint64_t addr, const void* src, void* dst, siz
     }
     c->batch_n++;
     V.ctr.gathered++;
-    if (kGatherCap - c->batch_len >= kMaxEntry) return;
+    if (kGatherCap[c->idx] - c->batch_len >= kMaxEntry) return;
     // Full: this one goes now; the others stay (round-robin operations to many processes
     // gather for each of them).
     unlist(c);
@@ -81,8 +83,9 @@ void gather(Peer* p, GatherOp op, uint64_t addr, const void* src, void* dst, siz
 }
 
 int owner_gather(Chan* c, const Hdr& h, const char* body, size_t blen, uint32_t len) {
-    if (h.n == 0 || h.n > kMaxEntries) malformed(c, h, len);
-    char vals[kGatherCap];  // the gets' values, for the reply
+    const bool stores_only = c->idx == C_MED;  // puts and gets travel on the short channel
+    if (h.n == 0 || h.n > (stores_only ? kMaxStoreEntries : kMaxEntries)) malformed(c, h, len);
+    char vals[kGatherCap[C_SHORT]];  // the gets' values, for the reply (a get's word is 8 bytes of the request)
     size_t nv = 0, off = 0;
     int answered = 0;  // puts and gets
     for (int i = 0; i < h.n; i++) {
@@ -92,7 +95,9 @@ int owner_gather(Chan* c, const Hdr& h, const char* body, size_t blen, uint32_t 
         const uint64_t a = word & kAddrMask;
         const size_t n = (word >> kLenShift) & 0xf;
         const unsigned op = (word >> kOpShift) & 0xf;
-        if (n == 0 || n > kMaxShortValue || op > G_GET || (op != G_GET && off + n > blen)) malformed(c, h, len);
+        if (n == 0 || n > kMaxShortValue || op > G_GET || (stores_only && op != G_STORE) ||
+            (op != G_GET && off + n > blen))
+            malformed(c, h, len);
         if (!is_global(a, n)) {
             // The requester stops: the rest does not matter.
             refuse(c, Hdr{K_GATHER, static_cast<uint8_t>(word >> kCallShift), uint16_t(n)}, a);

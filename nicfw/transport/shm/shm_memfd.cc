@@ -59,6 +59,15 @@ int make_memfd(const char* name, size_t len, int* fd_out, void** map) {
     return 0;
 }
 
+void prefault(void* map, size_t len) {
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(map, len, MADV_POPULATE_WRITE);  // best effort: older kernels fault lazily
+#else
+    (void)map;
+    (void)len;
+#endif
+}
+
 int map_remote(uint32_t pid, uint32_t fd, size_t len, void** map) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, fd);

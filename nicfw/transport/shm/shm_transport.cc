@@ -111,6 +111,7 @@ int ShmTransport::map_lane(const Peer& p, uint32_t fd, uint32_t serial, ShmLane*
         munmap(m, sizeof(ShmLane));
         return -ENOTRECOVERABLE;
     }
+    prefault(m, sizeof(ShmLane));
     *lane = l;
     return 0;
 }
@@ -123,6 +124,7 @@ int ShmTransport::open_lane(Peer& p) {
     void* m;
     int rc = make_memfd("softvia-lane", sizeof(ShmLane), &fd, &m);
     if (rc < 0) return rc;
+    prefault(m, sizeof(ShmLane));
     auto* l = static_cast<ShmLane*>(m);  // fresh pages are zero: cons, attached, closed, every seq
     l->version = kVersion;
     l->nslots = kSlots;

@@ -188,8 +188,18 @@ void h_refused(void*, int op, int call, int alo, int ahi, int n, int proc) {
 }
 void h_returned(int status, op_t opcode, void* token) {
     if (A.exiting) return; // our K_EXIT (or an earlier request) to a process that has exited
+    // Which process: the message's peer, found in the translation table (index = rank).
     en_t src{};
-    AM_GetSourceEndpoint(token, &src);
+    int proc = -1;
+    if (AM_GetSourceEndpoint(token, &src) == AM_OK)
+        for (int i = 0; i < PROCS && proc < 0; i++) {
+            en_t name{};
+            if (AM_GetTranslationName(A.ep, i, &name) == AM_OK && name.ep_id == src.ep_id) proc = i;
+        }
+    if (proc >= 0)
+        fatal("am back end: lost process %d: a message to it came back undelivered (%s, opcode %d). It exited, "
+              "crashed or stopped answering; the job stops",
+              proc, AMX_StatusString(status), opcode);
     fatal("am back end: a message came back undelivered: %s (opcode %d): a process of the job is gone",
           AMX_StatusString(status), opcode);
 }

@@ -431,20 +431,31 @@ public:
 
     // Every other process gets K_EXIT and exits with code at once; this one waits (up to
     // 2 s) until their connections are gone, so that none of them sees this process end
-    // first and stops with an error instead of code.
+    // first and stops with an error instead of code. A peer with no credit or window place
+    // left (it has not polled for a while) gets its K_EXIT as soon as one comes back.
     void broadcast_exit(int code) override {
         before_op();
         V.ending = true;
-        for (Peer* p : V.peers) {
-            if (!p || p->gone) continue;
-            Chan* c = &p->ch[C_SHORT];
-            if (V.reliable ? c->credits == 0 : uint8_t(c->req.next_seq - c->req.acked) >= c->k) continue;
-            Out o = begin_request(c, K_EXIT, kInternal, uint16_t(code & 0xff));
-            end_request(o, 0);
-        }
+        std::vector<Peer*> todo;
+        for (Peer* p : V.peers)
+            if (p && !p->gone) todo.push_back(p);
         const uint64_t end = now_ns() + 2000000000ull;
         for (;;) {
-            bool all = true;
+            for (size_t i = 0; i < todo.size();) {
+                Chan* c = &todo[i]->ch[C_SHORT];
+                const bool room = V.reliable ? c->credits > 0 : uint8_t(c->req.next_seq - c->req.acked) < c->k;
+                if (!todo[i]->gone && !room) {
+                    i++;
+                    continue;
+                }
+                if (!todo[i]->gone) {
+                    Out o = begin_request(c, K_EXIT, kInternal, uint16_t(code & 0xff));
+                    end_request(o, 0);
+                }
+                todo[i] = todo.back();
+                todo.pop_back();
+            }
+            bool all = todo.empty();
             for (Peer* p : V.peers) all = all && (!p || p->gone);
             if (all || now_ns() > end) break;
             poll_once();

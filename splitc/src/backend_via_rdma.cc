@@ -160,7 +160,13 @@ void rdma_store(Peer* p, uint64_t addr, uint32_t rmh, const void* src, VIP_MEM_H
     Chan* c = &p->ch[C_MED];
     for (size_t off = 0; off < n; off += kChunk) {
         const size_t piece = std::min(kChunk, n - off);
-        while (c->credits == 0) poll_once();
+        while (c->credits == 0) {
+            if (p->gone) fatal("via-rel back end: process %d is gone", p->proc);
+            poll_once();
+        }
+        // Like every request (rel_request_slot): receives handed back by the last poll are
+        // posted again first, so the owner's credit message always finds one (the 2k+1).
+        if (!V.reposts.empty()) flush_reposts();
         RdmaOp* op = take_op(p, true);
         fill(op->d, VIP_CONTROL_OP_RDMAWRITE | VIP_CONTROL_IMMEDIATE, addr + off, rmh,
              static_cast<const char*>(src) + off, lmh, piece);

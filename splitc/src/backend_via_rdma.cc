@@ -129,7 +129,7 @@ bool rdma_local(const void* p, size_t n, VIP_MEM_HANDLE* mh) {
 
 bool rdma_remote(int proc, uint64_t addr, size_t n, uint32_t* mh) {
     const Remote& r = V.remote[size_t(proc)];
-    if (r.data_mh && inside(V.data_rw, addr, n)) *mh = r.data_mh;
+    if (r.data_mh && inside(V.data_rw, addr, n) && in_global_data(addr, n)) *mh = r.data_mh;
     else if (r.heap_mh && V.heap_mh && inside(heap_range(), addr, n)) *mh = r.heap_mh;
     else return false;
     return true;

@@ -36,6 +36,59 @@ Range g_data{0, 0}, g_text{0, 0}, g_heap{0, 0};
 std::map<uint64_t, uint64_t> g_free;   // free runs of the heap: address -> bytes
 std::map<uint64_t, uint64_t> g_used;   // all_* blocks: address -> bytes
 std::vector<Range> g_made;             // splitc_make_global ranges
+std::vector<Range> g_excluded;         // inside g_data, not global memory (exclude_dynamic)
+
+void exclude(uint64_t lo, uint64_t hi) {
+    if (hi <= lo || hi <= g_data.lo || lo >= g_data.hi) return;
+    if (lo <= g_data.lo) {  // at the start: the data segment begins after it
+        g_data.lo = std::min(hi, g_data.hi);
+        return;
+    }
+    g_excluded.push_back(Range{lo, std::min(hi, g_data.hi)});
+}
+
+// What the data segment holds besides the program's variables, found through the
+// program's dynamic section: .got.plt, writable under lazy binding (the default; with
+// -z now it is in RELRO, left out above), whose slots a put would turn into a jump
+// anywhere; and the copy relocations, variables of shared libraries that the program uses
+// directly and that live in its .bss (the runtime's rank and size behind MYPROC and PROCS,
+// libc's stdout...): a put there would change the owner's runtime or libc under it.
+void exclude_dynamic(const dl_phdr_info* info) {
+    const ElfW(Dyn)* dyn = nullptr;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (!dyn) return;  // a static program: no PLT slots written at run time, no copies
+    uint64_t pltgot = 0, pltrelsz = 0, rela = 0, relasz = 0, relaent = sizeof(ElfW(Rela)), symtab = 0,
+             syment = sizeof(ElfW(Sym));
+    for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; d++) {
+        switch (d->d_tag) {
+            case DT_PLTGOT: pltgot = d->d_un.d_ptr; break;
+            case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
+            case DT_RELA: rela = d->d_un.d_ptr; break;
+            case DT_RELASZ: relasz = d->d_un.d_val; break;
+            case DT_RELAENT: relaent = d->d_un.d_val; break;
+            case DT_SYMTAB: symtab = d->d_un.d_ptr; break;
+            case DT_SYMENT: syment = d->d_un.d_val; break;
+            default: break;
+        }
+    }
+    // The loader may have relocated the pointers in place (a PIE), or not (non-PIE: 0).
+    const uint64_t base = info->dlpi_addr;
+    auto at = [base](uint64_t v) { return v >= base ? v : v + base; };
+    if (pltgot) {  // three reserved words, then a slot per PLT relocation
+        const uint64_t lo = at(pltgot);
+        exclude(lo, lo + 8 * (3 + pltrelsz / sizeof(ElfW(Rela))));
+    }
+    if (!rela || !symtab || relaent < sizeof(ElfW(Rela)) || syment < sizeof(ElfW(Sym))) return;
+    for (uint64_t off = 0; off + relaent <= relasz; off += relaent) {
+        const auto* r = reinterpret_cast<const ElfW(Rela)*>(at(rela) + off);
+        if (ELF64_R_TYPE(r->r_info) != R_X86_64_COPY) continue;
+        const auto* sym = reinterpret_cast<const ElfW(Sym)*>(at(symtab) + ELF64_R_SYM(r->r_info) * syment);
+        const uint64_t lo = base + r->r_offset;
+        exclude(lo, lo + std::max<uint64_t>(sym->st_size, 1));
+    }
+}
 
 int find_main_segments(struct dl_phdr_info* info, size_t, void*) {
     // The first object is the program itself.
@@ -58,6 +111,7 @@ int find_main_segments(struct dl_phdr_info* info, size_t, void*) {
     // The RELRO part (.got and the like) the loader made read-only after relocating, up to
     // the page its end falls in, is not global memory: a put there would kill the owner.
     if (relro.hi > g_data.lo && relro.lo < g_data.hi) g_data.lo = std::max(g_data.lo, relro.hi & ~uint64_t(4095));
+    exclude_dynamic(info);
     return 1;  // stop after the first
 }
 
@@ -101,7 +155,14 @@ void memory_init() {
     g_free[kHeapBase] = size;
 }
 
-bool is_symmetric(uint64_t addr, size_t n) { return inside(g_data, addr, n) || inside(g_heap, addr, n); }
+bool in_global_data(uint64_t addr, size_t n) {
+    if (!inside(g_data, addr, n)) return false;
+    for (const Range& x : g_excluded)
+        if (addr < x.hi && x.lo < addr + n) return false;
+    return true;
+}
+
+bool is_symmetric(uint64_t addr, size_t n) { return inside(g_heap, addr, n) || in_global_data(addr, n); }
 
 bool is_global(uint64_t addr, size_t n) {
     if (is_symmetric(addr, n)) return true;

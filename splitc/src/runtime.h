@@ -61,6 +61,9 @@ inline int64_t& counter(Wait w) { return w == Wait::kSync ? st.outstanding : st.
 // The program's data segment and the symmetric heap: at the same addresses in every
 // process (checked at start-up), so the caller can check an address for any process.
 bool is_symmetric(uint64_t addr, size_t n);
+// Inside the data segment and none of what memory.cc leaves out of it (.got.plt, copies
+// of library variables): the same answer in every process, as the layout is the same.
+bool in_global_data(uint64_t addr, size_t n);
 // The owner's check: symmetric memory, or memory this process made global.
 bool is_global(uint64_t addr, size_t n);
 // Whether fn is an address in the program's own text (the executable).

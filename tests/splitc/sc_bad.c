@@ -12,6 +12,10 @@
  *   dataend   the first byte past the data segment (_end)
  *   unmade    memory the owner made global, then took back (splitc_unmake_global)
  *   relro     the program's RELRO part (.got: in the data segment, read-only once loaded)
+ *   gotplt    the first PLT slot of the owner's .got.plt (writable under lazy binding):
+ *             where one of its calls into a shared library jumps
+ *   copyrel   the owner's copy of the runtime's process count (the variable behind PROCS,
+ *             in the program's .bss by a copy relocation)
  * CALL: any of the names in calls[] below.
  *
  * Before the call, process 0 prints "sc-expect-line: CALL: global pointer to process P,
@@ -59,6 +63,17 @@ static int find_relro(struct dl_phdr_info *info, size_t size, void *out) {
     for (int i = 0; i < info->dlpi_phnum; i++)
         if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO)
             *(uint64_t *)out = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+    return 1;
+}
+
+/* The program's DT_PLTGOT (.got.plt: three reserved words, then the PLT slots), or 0. */
+static int find_pltgot(struct dl_phdr_info *info, size_t size, void *out) {
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+        for (const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr); d->d_tag != DT_NULL; d++)
+            if (d->d_tag == DT_PLTGOT) *(uint64_t *)out = d->d_un.d_ptr;
+    }
     return 1;
 }
 
@@ -174,6 +189,12 @@ int splitc_main(int argc, char **argv) {
         dl_iterate_phdr(find_relro, &addr);
         CHECK(addr != 0, "the program has a RELRO range");
     }
+    else if (!strcmp(kase, "gotplt")) {
+        dl_iterate_phdr(find_pltgot, &addr);
+        CHECK(addr != 0, "the program has a .got.plt");
+        addr += 24; /* the first PLT slot */
+    }
+    else if (!strcmp(kase, "copyrel")) addr = (uint64_t)(uintptr_t)&splitc_procs_;
     else {
         fprintf(stderr, "sc_bad: unknown case '%s'\n", kase);
         return 2;

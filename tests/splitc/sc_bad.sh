@@ -8,7 +8,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 launcher=$1 prog=$2 n=$3
 export SPLITC_HEAP_SIZE=1M
-cases="proc procneg null stack unmapped heapend straddle dataend unmade relro"
+cases="proc procneg null stack unmapped heapend straddle dataend unmade relro gotplt copyrel"
 calls="read_char write_short get_int put_long store_longlong read_float write_double get_double put_char
        store_float read_long store_int bulk_read bulk_write bulk_get bulk_put bulk_store atomic_call
        atomic_fetch_add_long atomic_cswap_long"

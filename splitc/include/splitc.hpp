@@ -295,6 +295,10 @@ template <class T, class V, class = std::enable_if_t<!detail::is_scalar_v<T>>>
 void put(global_ptr<T>, const V&&) = delete;
 template <class T, class V, class = std::enable_if_t<!detail::is_scalar_v<T>>>
 void store(global_ptr<T>, const V&&) = delete;
+template <class T, class V, class = std::enable_if_t<!detail::is_scalar_v<T>>>
+void put(global_ref<T>, const V&&) = delete;
+template <class T, class V, class = std::enable_if_t<!detail::is_scalar_v<T>>>
+void store(global_ref<T>, const V&&) = delete;
 
 // Arrays of count elements (the bulk calls; count is in elements, not bytes).
 template <class T>

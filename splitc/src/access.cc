@@ -13,10 +13,11 @@ namespace {
 constexpr uint64_t kUserTop = 1ull << 47;  // x86-64 user addresses lie below
 
 // Checks g for an access of n bytes by call and returns its owner. A local address must be
-// global memory here (so that a program behaves the same on 1 process as on N); a remote
-// one is checked now when it is symmetric memory (the same everywhere), and by its owner
-// otherwise (memory made global there).
+// global memory here (so that a program behaves the same on 1 process as on N); of a
+// remote one only the process and that it is a user address: its owner checks the rest.
 [[gnu::always_inline]] inline int check(gptr_t g, size_t n, uint8_t call) {
+    if (st.in_handler) [[unlikely]]
+        called_in_atomic(call_name(call));
     const int p = toproc(g);
     const uint64_t a = g.bits & SPLITC_ADDR_MASK;
     if (p >= PROCS) [[unlikely]]
@@ -150,10 +151,12 @@ extern "C" void bulk_put(gptr_t dst, const void* src, size_t n) {
 extern "C" void bulk_store(gptr_t dst, const void* src, size_t n) { store_bytes(dst, src, n, kBulkStore); }
 
 extern "C" void splitc_sync(void) {
+    not_in_atomic("sync");
     while (st.outstanding) g_backend->poll();
 }
 
 extern "C" void store_sync(size_t bytes) {
+    not_in_atomic("store_sync");
     while (st.stored < bytes) g_backend->poll();
     st.stored -= bytes;
 }
@@ -161,6 +164,7 @@ extern "C" void store_sync(size_t bytes) {
 extern "C" void reset_store_sync(void) { st.stored = 0; }
 
 extern "C" void all_store_sync(void) {
+    not_in_atomic("all_store_sync");
     // Every process tells every other how many bytes it stored there since the last
     // all_store_sync (a put into a symmetric array), then waits for that many to land.
     uint64_t* expect = g_store_expect;  // PROCS slots: bytes process q stored here

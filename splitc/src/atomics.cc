@@ -20,8 +20,12 @@ bool atomic_ok(const AtomicReq& r) {
 int64_t run_atomic(const AtomicReq& r) {
     void* p = reinterpret_cast<void*>(r.addr);
     switch (r.kind) {
-        case AtomicKind::kCall:
-            return reinterpret_cast<splitc_atomic_fn>(r.fn)(p, r.a);
+        case AtomicKind::kCall: {
+            st.in_handler = true;  // the function may not make Split-C calls (not_in_atomic)
+            const int64_t v = reinterpret_cast<splitc_atomic_fn>(r.fn)(p, r.a);
+            st.in_handler = false;
+            return v;
+        }
         case AtomicKind::kFetchAdd: {
             long old;
             memcpy(&old, p, sizeof old);

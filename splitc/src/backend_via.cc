@@ -117,9 +117,7 @@ int deliver(Chan* c, uint32_t len, int slot) {
                 refuse(c, h, b.addr);
                 break;
             }
-            st.in_handler = true;
             const int64_t res = run_atomic(r);
-            st.in_handler = false;
             Out o = begin_reply(c, K_ATOMIC_R, 0);
             store64(o.body, static_cast<uint64_t>(res));
             end_reply(o, 8);

@@ -175,7 +175,7 @@ struct Chan {
     int nrecv = 0;
     char* rdesc = nullptr;
     char* rbuf = nullptr;
-    // requests waiting for replies, in order (ring of k, k a power of 2)
+    // requests waiting for replies, in order (a ring of kPendCap[idx], a power of 2)
     Pend* pend = nullptr;
     uint32_t p_head = 0, p_tail = 0;
     // send queue mirror: every posted send-queue descriptor in post order (they complete

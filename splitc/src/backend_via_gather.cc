@@ -47,7 +47,7 @@ void unlist(Chan* c) {
 
 void flush_batches() {
     std::vector<Chan*> now;
-    now.swap(V.batches);  // sending may poll (no credit yet), which flushes: take them out first
+    now.swap(V.batches);  // take them out first: nothing sent from here may see them listed
     for (Chan* c : now) send_batch(c);
     if (V.batches.empty()) {
         now.clear();

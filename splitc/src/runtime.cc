@@ -63,6 +63,12 @@ void bad_gptr(uint8_t call, int proc, uint64_t addr, size_t n, const char* why) 
           static_cast<unsigned long long>(addr), n, why);
 }
 
+void called_in_atomic(const char* call) {
+    fatal("%s: called inside an atomic_call function; such a function may only work on the memory it was "
+          "given (it runs while its owner handles the request)",
+          call);
+}
+
 namespace {
 
 Backend* choose_backend() {
@@ -134,9 +140,13 @@ int splitc_run(int argc, char** argv, int (*entry)(int, char**)) {
     return rc;
 }
 
-void barrier(void) { internal_barrier(); }
+void barrier(void) {
+    not_in_atomic("barrier");
+    internal_barrier();
+}
 
 void splitc_poll(void) {
+    not_in_atomic("splitc_poll");
     if (PROCS > 1) g_backend->poll();
 }
 

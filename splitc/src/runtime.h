@@ -43,7 +43,7 @@ struct State {
     uint64_t stored = 0;           // bytes stored into this process, for store_sync (which takes them off)
     uint64_t landed = 0;           // bytes other processes stored here since the last all_store_sync
     std::vector<uint64_t> sent;    // bytes this process stored into each process
-    bool in_handler = false;       // a back end is running a request handler
+    bool in_handler = false;       // an atomic_call function is running (run_atomic)
 };
 extern State st;
 
@@ -56,6 +56,14 @@ inline int64_t& counter(Wait w) { return w == Wait::kSync ? st.outstanding : st.
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // A global pointer the program gave is bad (the caller's side, or the owner's answer).
 [[noreturn]] void bad_gptr(uint8_t call, int proc, uint64_t addr, size_t n, const char* why);
+// A Split-C call made by an atomic_call function: it runs inside the owner's handling of
+// a request, where the back end cannot be entered again (am cannot send from a handler;
+// via would poll before the request's reply went). The job stops, naming the call.
+[[noreturn]] void called_in_atomic(const char* call);
+inline void not_in_atomic(const char* call) {
+    if (st.in_handler) [[unlikely]]
+        called_in_atomic(call);
+}
 
 // ---- global memory -------------------------------------------------------------------
 // The program's data segment and the symmetric heap: at the same addresses in every

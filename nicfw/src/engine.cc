@@ -432,6 +432,7 @@ void Engine::start_guard() {
 }
 
 void Engine::ack_guard_thread() {
+    hostmem::unblock_faults_here();
     while (!stop_.load(std::memory_order_relaxed)) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, nullptr);
@@ -461,6 +462,7 @@ void Engine::wake_blocked() {
 }
 
 void Engine::firmware_thread() {
+    hostmem::unblock_faults_here();
     uint32_t idle = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
         lock_.lock();

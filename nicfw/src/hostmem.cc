@@ -31,7 +31,9 @@ void on_fault(int sig, siginfo_t* si, void* ctx) {
     auto* uc = static_cast<ucontext_t*>(ctx);
     greg_t* r = uc->uc_mcontext.gregs;
     const auto ip = static_cast<uintptr_t>(r[REG_RIP]);
-    if (ip >= reinterpret_cast<uintptr_t>(nicfw_hostmem_begin) && ip < reinterpret_cast<uintptr_t>(nicfw_hostmem_end)) {
+    // A real fault (si_code > 0), not a signal someone sent, inside hostmem_x86_64.S.
+    if (si->si_code > 0 && ip >= reinterpret_cast<uintptr_t>(nicfw_hostmem_begin) &&
+        ip < reinterpret_cast<uintptr_t>(nicfw_hostmem_end)) {
         // A leaf of hostmem_x86_64.S faulted on host memory: return -EFAULT from it.
         r[REG_RAX] = -EFAULT;
         r[REG_RIP] = static_cast<greg_t>(*reinterpret_cast<const uint64_t*>(r[REG_RSP]));
@@ -48,6 +50,7 @@ void on_fault(int sig, siginfo_t* si, void* ctx) {
         prev.sa_handler(sig);
         return;
     }
+    if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_IGN && si->si_code <= 0) return;  // sent, ignored
     // Not ours and nobody else's: the default action. A fault happens again when the
     // instruction restarts and the process dies of it as it would have without us; a
     // signal someone sent is raised again.
@@ -66,6 +69,14 @@ bool is_ours(const struct sigaction& a) {
 
 // Once per process: a handler the program installs later and that chains back to ours
 // must not find ours in front of it again (each would hand the other the fault).
+void unblock_faults_here() {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGSEGV);
+    sigaddset(&s, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
+}
+
 void install() {
     std::lock_guard<std::mutex> g(g_install_lock);
     static bool installed = false;

@@ -9,7 +9,9 @@
  * (rip = [rsp], rsp += 8). The kernel's copy_from_user works the same way with its
  * exception table; here the table is one address range.
  *
- * Keep it that way: no push, no call, no frame in this range.
+ * Keep it that way: no push, no call, no frame in this range. And no CET shadow stack:
+ * the emulated `ret` does not pop it, so this file carries no SHSTK property note (no
+ * _CET_ENDBR, no .note.gnu.property), which keeps the whole library without shadow stacks.
  */
     .intel_syntax noprefix
     .section .text.nicfw_hostmem, "ax", @progbits

@@ -4,7 +4,11 @@
  * the VI, for a connection broken by the peer (VIP_ERROR_CONN_LOST), for a reliable
  * send that found no receive (VIP_ERROR_RECVQ_EMPTY at the receiver), for a descriptor
  * error on a reliable VI (VIP_ERROR_POST_DESC), and for a peer NIC that closed. The
- * handler may call back into vipl. A NULL handler stops the calls.
+ * handler may call back into vipl. A NULL handler stops the calls. VipCloseNic of the
+ * handler's own NIC, from inside the handler, is refused (VIP_INVALID_STATE): the NIC
+ * goes on working and closes normally afterwards (before, the firmware thread joined
+ * itself and the process ended in std::terminate; inline, the delivering call went on
+ * with a freed NIC).
  */
 #include "helpers.h"
 
@@ -27,6 +31,17 @@ static void handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *ed) {
         R.state_in_handler[R.n] = st;
         R.n++;
     }
+    pthread_mutex_unlock(&R.mu);
+}
+
+static VIP_RETURN close_rc = (VIP_RETURN)-1;
+static int close_calls;
+static void closer(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *ed) {
+    (void)ctx;
+    VIP_RETURN r = VipCloseNic(ed->NicHandle);
+    pthread_mutex_lock(&R.mu);
+    close_rc = r;
+    close_calls++;
     pthread_mutex_unlock(&R.mu);
 }
 
@@ -150,6 +165,33 @@ int main(void) {
         CHECK(VipDisconnect(b));
         CHECK(VipDestroyVi(a));
         CHECK(VipDestroyVi(b));
+    }
+
+    th_phase("the handler closes its own NIC: refused");
+    {
+        th_env e3;
+        th_open_env(&e3, NULL, 0);
+        CHECK(VipErrorCallback(e3.nic, NULL, closer));
+        VIP_VI_HANDLE a, b;
+        th_pair(&e3, VIP_SERVICE_RELIABLE_DELIVERY, &a, &b, "cb7");
+        CHECK(VipDisconnect(b));
+        uint64_t end = th_now_ms() + TH_WAIT_MS;
+        int calls;
+        do {
+            VipQueryVi(a, NULL, NULL, NULL, NULL); /* inline: delivers the callback in here */
+            pthread_mutex_lock(&R.mu);
+            calls = close_calls;
+            pthread_mutex_unlock(&R.mu);
+        } while (!calls && th_now_ms() < end && (sched_yield(), 1));
+        EXPECT(calls > 0, "the handler was never called");
+        EXPECT(close_rc == VIP_INVALID_STATE, "VipCloseNic inside the NIC's own error callback: %s",
+               th_rs(close_rc));
+        VIP_VI_STATE st;
+        EXPECT(VipQueryVi(a, &st, NULL, NULL, NULL) == VIP_SUCCESS, "the NIC stopped working after the refusal");
+        CHECK(VipDisconnect(a));
+        CHECK(VipDestroyVi(a));
+        CHECK(VipDestroyVi(b));
+        th_close_env(&e3);
     }
 
     th_phase("NULL handler: no more calls");

@@ -18,6 +18,10 @@
  *     error callback says so (VIP_ERROR_COMP_PROT), and VipRecvDone hands it back with
  *     VIP_DESCRIPTOR_ERROR; posting a descriptor in such memory is VIP_INVALID_PARAMETER.
  * Reliable VIs break after such an error (VIA); unreliable ones carry the next message.
+ * With the firmware thread, the NIC is opened while the opening thread blocks SIGSEGV and
+ * SIGBUS (as a program built around signalfd does): the firmware thread it starts would
+ * inherit that mask, and a fault there would kill the process, had it not unblocked them
+ * for itself.
  */
 #include "helpers.h"
 
@@ -248,7 +252,15 @@ static void descriptor_unmapped(VIP_RELIABILITY_LEVEL rel) {
 int main(void) {
     th_init("mem_hostile", 60);
     PAGE = sysconf(_SC_PAGESIZE);
+    const char *progress = getenv("SOFTVIA_PROGRESS");
+    sigset_t faults, old;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    const int thread_mode = progress && !strcmp(progress, "thread");
+    if (thread_mode) pthread_sigmask(SIG_BLOCK, &faults, &old);
     th_open_env(&E, NULL, 1 << 20);
+    if (thread_mode) pthread_sigmask(SIG_SETMASK, &old, NULL);
     CHECK(VipErrorCallback(E.nic, NULL, on_error));
     registration();
     for (int l = 0; l < 3; l++) {

@@ -96,9 +96,15 @@ static int one_try(VIP_RELIABILITY_LEVEL rel, enum op op, enum how how, int atte
     /* Wait for the first page to move, then take the region away at once. */
     const char *to = op == OP_READ ? SRC.p : T.p, *from = op == OP_READ ? T.p : SRC.p;
     uint64_t end = th_now_ms() + TH_WAIT_MS;
-    while (!started(to, from) && th_now_ms() < end) {
+    int moved;
+    while (!(moved = started(to, from)) && th_now_ms() < end) {
     }
-    if (!started(to, from)) FATAL("%s %s: the operation never started", th_rel_name(rel), op_name[op]);
+    /* Judged once. Asking started() a second time here (as this test did) failed under
+     * ASan on udp with the firmware thread in about 1 run of 3: the loop had seen page 0
+     * moved, the second memcmp saw it differ, and a byte-by-byte look just after found
+     * it equal. Not explained yet: the checks below (nothing lands after the call, the
+     * errors) are what this test is for. */
+    if (!moved) FATAL("%s %s: the operation never started", th_rel_name(rel), op_name[op]);
     if (how == DEREG) {
         CHECK(VipDeregisterMem(E.nic, T.p, T.mh));
     } else {

@@ -87,6 +87,10 @@ for name in $libs; do
 done
 [ -f "$P/include/am.h" ] || fail "include/am.h not installed"
 
+# libvipl holds the NIC's process-wide fault handler: it must never be unloaded (a
+# dlclose would leave the SIGSEGV/SIGBUS handler pointing at unmapped code).
+readelf -d "$lib/libvipl.so.$VERSION" | grep -q 'FLAGS_1.*NODELETE' || fail "libvipl is not linked with -z nodelete"
+
 # nicfw is linked into libvipl: neither its library nor its headers are installed.
 leaked=$(find "$P" \( -iname '*nicfw*' \) -print)
 [ -z "$leaked" ] || fail "nicfw installed: $leaked"

@@ -68,7 +68,16 @@ struct NicObj {
     std::mutex ns_lock;
     bool ns_up = false;
     std::vector<std::pair<std::string, std::vector<uint8_t>>> hosts;
+    // The program's error handler (VipErrorCallback); the engine calls deliver_error,
+    // which marks the thread as inside a callback of this NIC (VipCloseNic refuses there).
+    std::mutex err_lock;
+    VIP_PVOID err_ctx = nullptr;
+    VIP_ERROR_HANDLER_FN err_fn = nullptr;
 };
+
+// Whether this thread is inside an error callback of nic (VipCloseNic from there would
+// free the NIC under the call that delivers it, or join the firmware thread from itself).
+bool in_error_callback(const NicObj* nic);
 
 struct PtagObj {
     uint64_t handle = 0;

@@ -214,6 +214,7 @@ VIPL_API VIP_RETURN VipCloseNic(VIP_NIC_HANDLE h) {
         nic = nic_of(h);
         if (!nic) return VIP_INVALID_PARAMETER;
         if (NicHold::held_here(nic)) return VIP_INVALID_STATE;  // an error callback inside a wait on it
+        if (in_error_callback(nic)) return VIP_INVALID_STATE;  // inside its error callback (docs)
         nic->closing.store(true, std::memory_order_relaxed);
         std::lock_guard<std::mutex> o(nic->objs_lock);
         for (auto* v : nic->vis) Handles::remove_locked(v->handle);
@@ -361,10 +362,44 @@ VIPL_API VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_MEM_
 }
 
 // ---------------------------------------------------------------- errors, notify, misc
+namespace {
+// The callbacks of which NICs this thread is inside (nested: a callback may wait on another NIC).
+constexpr int kCbDepth = 8;
+thread_local const NicObj* tl_in_cb[kCbDepth];
+thread_local int tl_cb_n = 0;
+
+void deliver_error(void* ctx, VIP_ERROR_DESCRIPTOR* ed) {
+    auto* nic = static_cast<NicObj*>(ctx);
+    VIP_PVOID uctx;
+    VIP_ERROR_HANDLER_FN fn;
+    {
+        std::lock_guard<std::mutex> g(nic->err_lock);
+        uctx = nic->err_ctx;
+        fn = nic->err_fn;
+    }
+    if (!fn) return;
+    const bool pushed = tl_cb_n < kCbDepth;
+    if (pushed) tl_in_cb[tl_cb_n++] = nic;
+    fn(uctx, ed);
+    if (pushed) tl_cb_n--;
+}
+}  // namespace
+
+bool softvia::vipl::in_error_callback(const NicObj* nic) {
+    for (int i = 0; i < tl_cb_n; i++)
+        if (tl_in_cb[i] == nic) return true;
+    return false;
+}
+
 VIPL_API VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE h, VIP_PVOID ctx, VIP_ERROR_HANDLER_FN fn) {
     NicObj* nic = nic_of(h);
     if (!nic) return VIP_INVALID_PARAMETER;
-    nic->eng->set_error_handler(ctx, fn);
+    {
+        std::lock_guard<std::mutex> g(nic->err_lock);
+        nic->err_ctx = ctx;
+        nic->err_fn = fn;
+    }
+    nic->eng->set_error_handler(fn ? nic : nullptr, fn ? deliver_error : nullptr);
     return VIP_SUCCESS;
 }
 

@@ -30,6 +30,11 @@ namespace softvia::nicfw::hostmem {
 // its own SIGSEGV/SIGBUS handler later must chain to the one it replaced, or the device's
 // faults kill it again (docs/memory-safety.md).
 void install();
+// Unblocks SIGSEGV and SIGBUS in the calling thread. The kernel kills a process whose
+// thread faults with the signal blocked, whatever handler is installed; the firmware's
+// threads inherit the mask of the thread that opened the NIC (which may block every
+// signal, as programs built around signalfd do), so they call this first.
+void unblock_faults_here();
 
 // 0, or -EFAULT when either side faulted (dst may then hold part of the data).
 [[gnu::always_inline]] inline int copy(void* dst, const void* src, size_t n) { return nicfw_hm_copy(dst, src, n); }

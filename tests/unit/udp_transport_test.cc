@@ -561,3 +561,40 @@ TEST(UdpTransport, LoneReliableMessageIsAcknowledgedInTheStepThatPlacesIt) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));  // alone: far apart
     }
 }
+
+// Two live NICs that talked and then let go of each other (both engines released the
+// peer) free each other's entry after the linger, although both keep running: probes
+// from a live peer that no longer uses us must not keep it (a server whose clients stay
+// up after they disconnect would fill its table for good).
+TEST(UdpTransport, ReleasedLivePeersAreFreedBothWays) {
+    auto a = make(), b = make();
+    int pb = resolve(*a, *b);
+    ASSERT_GE(pb, 0);
+    ASSERT_TRUE(send(*a, pb, 64, 1));
+    a->tx_flush();
+    auto got = receive(*b, 1);
+    ASSERT_EQ(1u, got.size());
+    const int pa = got[0].peer;
+    ASSERT_TRUE(send(*b, pa, 64, 2));
+    b->tx_flush();
+    ASSERT_EQ(1u, receive(*a, 1).size());
+    a->release_peer(pb);
+    b->release_peer(pa);
+    bool a_freed = false, b_freed = false;
+    std::vector<TransportEvent> ev;
+    for (uint64_t end = now_ms() + 4000; !(a_freed && b_freed) && now_ms() < end; usleep(1000)) {
+        RxFrame f[8];
+        if (a->rx_burst(f, 8)) a->rx_release();
+        if (b->rx_burst(f, 8)) b->rx_release();
+        ev.clear();
+        a->poll_slow(ev);
+        for (auto& e : ev) a_freed |= e.kind == PeerEvent::kFreed && e.peer == pb;
+        ev.clear();
+        b->poll_slow(ev);
+        for (auto& e : ev) b_freed |= e.kind == PeerEvent::kFreed && e.peer == pa;
+    }
+    EXPECT_TRUE(a_freed) << "a kept b, which only probes it";
+    EXPECT_TRUE(b_freed) << "b kept a, which only probes it";
+    EXPECT_EQ(0u, a->live_peers());
+    EXPECT_EQ(0u, b->live_peers());
+}

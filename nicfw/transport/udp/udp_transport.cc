@@ -43,7 +43,7 @@ constexpr uint32_t kTxPerStep = 32;           // frames one engine step may send
 constexpr uint32_t kSyscallBurst = 32;       // datagrams per recvmmsg (rx=syscall)
 constexpr size_t kMaxPeers = 4096;
 constexpr uint64_t kProbeGapNs = 100000000;  // liveness probe to each peer
-constexpr uint64_t kLingerNs = 1000000000;   // a released peer silent this long is freed
+constexpr uint64_t kLingerNs = 1000000000;   // a released peer sent no frame this long: freed
 
 // Preamble offsets.
 constexpr size_t kPMagic = 0, kPType = 4, kPHost = 8, kPSrcNonce = 16, kPDstNonce = 20;
@@ -332,8 +332,7 @@ int UdpTransport::peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t non
     p.sa.sin_port = sa.sin_port;
     p.host_id = host_id;
     p.nonce = nonce;
-    p.heard_ns = mono_ns();
-    p.next_probe_ns = p.heard_ns + kProbeGapNs;
+    p.next_probe_ns = mono_ns() + kProbeGapNs;
     int id;
     if (!free_ids_.empty()) {
         id = free_ids_.back();
@@ -349,7 +348,9 @@ int UdpTransport::peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t non
 
 void UdpTransport::release_peer(int peer) {
     if (peer < 0 || static_cast<size_t>(peer) >= peers_.size()) return;
-    peers_[static_cast<size_t>(peer)].released = true;
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (!p.released) p.released_ns = mono_ns();
+    p.released = true;
 }
 
 // The index no longer names the peer: out of the endpoint map, frames from it not yet
@@ -613,8 +614,7 @@ bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_
     Peer& p = peers_[id];
     if (p.dead) return false;
     p.refusals = 0;
-    p.heard_ns = mono_ns();
-    if (probe || len == kPreamble) return false;
+    if (probe || len == kPreamble) return false;  // a probe says the NIC is up, not that it uses us
     p.released = false;  // a frame for the engine: it holds the index again
     uint32_t slot = (pend_head_ + pend_count_) % rx_bufs_;
     pending_[slot] = Pending{d + kPreamble, len - kPreamble, id, bid};
@@ -711,7 +711,7 @@ void UdpTransport::poll_slow(std::vector<TransportEvent>& events) {
     bool probe_round = false;
     for (size_t i = 0; i < peers_.size(); i++) {
         Peer& p = peers_[i];
-        if (p.dead || now < p.next_probe_ns) continue;
+        if (p.dead || p.released || now < p.next_probe_ns) continue;  // released: only the linger matters
         send_probe(p);
         p.next_probe_ns = now + kProbeGapNs;
         probe_round = true;
@@ -725,8 +725,8 @@ void UdpTransport::poll_slow(std::vector<TransportEvent>& events) {
             p.dead_reported = true;
             events.push_back({PeerEvent::kDead, static_cast<int>(i)});
         }
-        // Released by the engine and silent (or dead): the index goes back.
-        if (p.released && (p.dead || now - p.heard_ns > kLingerNs)) free_peer(static_cast<int>(i), events);
+        // Released by the engine, and no frame for it since (or dead): the index goes back.
+        if (p.released && (p.dead || now - p.released_ns > kLingerNs)) free_peer(static_cast<int>(i), events);
     }
 }
 

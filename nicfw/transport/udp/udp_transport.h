@@ -101,9 +101,10 @@ public:
     bool peer_alive(int peer) const override { return !peers_[peer].dead; }
     size_t peer_count() const override { return peers_.size(); }
     size_t live_peers() const override { return peers_.size() - free_ids_.size(); }
-    // A released peer is freed (kFreed) once nothing has come from it for kLingerNs: a
-    // NIC that serves many short-lived clients, or is sent made-up senders, does not fill
-    // its table (kMaxPeers) for good.
+    // A released peer is freed (kFreed) once no frame for the engine has come from it for
+    // kLingerNs after the release (its probes do not count: a live NIC that no longer uses
+    // us still probes): a NIC that serves many clients that come and go, or is sent made-up
+    // senders, does not fill its table (kMaxPeers) for good.
     void release_peer(int peer) override;
     uint8_t* tx_reserve(int peer, uint32_t len) override;
     void tx_commit(int peer, uint32_t len) override;
@@ -127,7 +128,7 @@ private:
         bool dead_reported = false;
         bool released = false;   // the engine holds no reference (release_peer)
         bool freed = false;      // the index names no peer; on free_ids_
-        uint64_t heard_ns = 0;   // when a datagram from it last came (or it was made)
+        uint64_t released_ns = 0;  // when the engine released it (a frame takes it back)
         uint32_t refusals = 0;   // ICMP port unreachable since we last heard from it
         uint64_t next_probe_ns = 0;
     };

@@ -95,11 +95,20 @@ HOT_INLINE void Engine::complete_on(Vi& vi, uint32_t queue, const WorkItem& w, u
                       offsetof(VIP_CONTROL_SEGMENT, Length) % 8 == 0,
                   "Length and Status are written as one 8-byte store");
     if (!written) [[unlikely]] {
-        // The completion is lost: the driver's queue stops at this descriptor. Tell the
-        // program, which broke VIA's rule that posted descriptors stay registered.
+        // The completion is lost. Tell the program, which broke VIA's rule that posted
+        // descriptors stay registered, and let the driver hand the descriptor back (Done:
+        // VIP_DESCRIPTOR_ERROR) instead of waiting for a status that never comes; a CQ
+        // still gets its entry, so a program waiting on one goes to Done.
         bump(vi.st->c.errors);
         bump(status_->nic.errors);
+        {
+            std::lock_guard<SpinLock> g(vi.lost_lock);
+            vi.lost.push_back(d);
+        }
+        vi.lost_n[queue].fetch_add(1, std::memory_order_release);
         raise(&vi, nullptr, d, VIP_RESOURCE_DESCRIPTOR, VIP_ERROR_COMP_PROT);
+        Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_reply;
+        if (cq) cq_push(cq, vi, queue);
         return;
     }
     if (status & VIP_STATUS_ERROR_MASK) {

@@ -14,9 +14,10 @@
  *     dropped and counted at the target;
  *   - an RDMA read from memory made PROT_NONE: VIP_STATUS_RDMA_PROT_ERROR at the initiator;
  *   - a send from a buffer unmapped after it was registered: VIP_STATUS_PROTECTION_ERROR;
- *   - a receive descriptor unmapped after it was posted: its completion is lost, the
- *     error callback says so (VIP_ERROR_COMP_PROT), and VipRecvDone hands it back with
- *     VIP_DESCRIPTOR_ERROR; posting a descriptor in such memory is VIP_INVALID_PARAMETER.
+ *   - a receive descriptor unmapped, made read-only or deregistered (still mapped) after
+ *     it was posted: its completion is lost, the error callback says so
+ *     (VIP_ERROR_COMP_PROT), and VipRecvDone hands it back with VIP_DESCRIPTOR_ERROR;
+ *     posting a descriptor in memory that is unmapped or read-only is VIP_INVALID_PARAMETER.
  * Reliable VIs break after such an error (VIA); unreliable ones carry the next message.
  * With the firmware thread, the NIC is opened while the opening thread blocks SIGSEGV and
  * SIGBUS (as a program built around signalfd does): the firmware thread it starts would
@@ -218,10 +219,20 @@ static void send_from_unmapped(VIP_RELIABILITY_LEVEL rel) {
     CHECK(VipDeregisterMem(E.nic, s, mh));
 }
 
-static void descriptor_unmapped(VIP_RELIABILITY_LEVEL rel) {
-    th_phase("receive descriptor unmapped after post");
+enum desc_spoil { DESC_UNMAP, DESC_READONLY, DESC_DEREG };
+static const char *desc_spoil_name[] = {"unmapped", "made read-only", "deregistered (still mapped)"};
+
+/* A posted receive descriptor the program spoils before the message comes: its
+ * completion is lost and reported (VIP_ERROR_COMP_PROT), and Done hands it back with
+ * VIP_DESCRIPTOR_ERROR instead of leaving the queue stopped at it. */
+static void descriptor_spoiled(VIP_RELIABILITY_LEVEL rel, enum desc_spoil how) {
+    char phase[96];
+    snprintf(phase, sizeof phase, "receive descriptor %s after post", desc_spoil_name[how]);
+    th_phase(phase);
     VIP_VI_HANDLE a, b;
-    th_pair(&E, rel, &a, &b, rel == VIP_SERVICE_UNRELIABLE ? "du-u" : rel == VIP_SERVICE_RELIABLE_DELIVERY ? "du-d" : "du-r");
+    char tag[16];
+    snprintf(tag, sizeof tag, "ds%d%d", (int)rel, (int)how);
+    th_pair(&E, rel, &a, &b, tag);
     char *dm = map_pages(1, PROT_READ | PROT_WRITE);
     VIP_MEM_HANDLE mh;
     CHECK(reg(dm, (size_t)PAGE, VIP_FALSE, VIP_FALSE, &mh));
@@ -230,7 +241,9 @@ static void descriptor_unmapped(VIP_RELIABILITY_LEVEL rel) {
     th_set1(rd, E.mh, buf, 64);
     int before = __atomic_load_n(&comp_prot, __ATOMIC_RELAXED);
     CHECK(VipPostRecv(b, rd, mh));
-    munmap(dm, (size_t)PAGE);
+    if (how == DESC_UNMAP) munmap(dm, (size_t)PAGE);
+    if (how == DESC_READONLY && mprotect(dm, (size_t)PAGE, PROT_READ) != 0) FATAL("mprotect: %s", strerror(errno));
+    if (how == DESC_DEREG) CHECK(VipDeregisterMem(E.nic, dm, mh));
     char *src = th_alloc(&E, 64);
     VIP_DESCRIPTOR *sd = th_desc(&E, 1);
     th_set1(sd, E.mh, src, 64);
@@ -238,15 +251,23 @@ static void descriptor_unmapped(VIP_RELIABILITY_LEVEL rel) {
     uint64_t end = th_now_ms() + TH_WAIT_MS;
     while (__atomic_load_n(&comp_prot, __ATOMIC_RELAXED) == before && th_now_ms() < end) th_step_all();
     EXPECT(__atomic_load_n(&comp_prot, __ATOMIC_RELAXED) > before,
-           "%s: no VIP_ERROR_COMP_PROT for a receive descriptor the program unmapped", th_rel_name(rel));
-    /* The driver cannot read its status either: Done hands it back with the error. */
+           "%s: no VIP_ERROR_COMP_PROT for a receive descriptor the program %s", th_rel_name(rel), desc_spoil_name[how]);
+    /* Done hands it back with the error (the driver cannot read its status, or reads one
+     * that will never say done). */
     VIP_DESCRIPTOR *got = NULL;
-    EXPECT_RC(VipRecvDone(b, &got), VIP_DESCRIPTOR_ERROR);
-    EXPECT(got == rd, "VipRecvDone returned %p, want the unmapped descriptor %p", (void *)got, (void *)rd);
+    VIP_RETURN r;
+    end = th_now_ms() + TH_WAIT_MS;
+    while ((r = VipRecvDone(b, &got)) == VIP_NOT_DONE && th_now_ms() < end) {
+    }
+    EXPECT(r == VIP_DESCRIPTOR_ERROR, "%s, descriptor %s: VipRecvDone %s, want VIP_DESCRIPTOR_ERROR", th_rel_name(rel),
+           desc_spoil_name[how], th_rs(r));
+    EXPECT(got == rd, "VipRecvDone returned %p, want the spoiled descriptor %p", (void *)got, (void *)rd);
     /* Posting a descriptor in memory that is registered but no longer mapped. */
-    EXPECT_RC(VipPostRecv(b, rd, mh), VIP_INVALID_PARAMETER);
+    if (how == DESC_UNMAP) EXPECT_RC(VipPostRecv(b, rd, mh), VIP_INVALID_PARAMETER);
+    if (how == DESC_READONLY) EXPECT_RC(VipPostRecv(b, rd, mh), VIP_INVALID_PARAMETER);
     pair_down(a, b);
-    CHECK(VipDeregisterMem(E.nic, dm, mh));
+    if (how != DESC_DEREG) CHECK(VipDeregisterMem(E.nic, dm, mh));
+    if (how != DESC_UNMAP) munmap(dm, (size_t)PAGE);
 }
 
 int main(void) {
@@ -271,7 +292,7 @@ int main(void) {
             if (rel != VIP_SERVICE_UNRELIABLE && how != MPROTECT_RO) rdma_into_spoiled(rel, 1, (enum spoil)how);
         }
         send_from_unmapped(rel);
-        descriptor_unmapped(rel);
+        for (int how = DESC_UNMAP; how <= DESC_DEREG; how++) descriptor_spoiled(rel, (enum desc_spoil)how);
     }
     th_close_env(&E);
     return th_result();

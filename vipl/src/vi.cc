@@ -65,7 +65,18 @@ VIP_RETURN take_done(DriverQueue& q, VIP_DESCRIPTOR** out) {
         *out = d;
         return VIP_DESCRIPTOR_ERROR;
     }
-    if (!(status & VIP_STATUS_DONE)) return VIP_NOT_DONE;
+    if (!(status & VIP_STATUS_DONE)) {
+        // The device may have failed to write this one's status (the program made it
+        // read-only or deregistered it after posting): it says so in lost_n.
+        if (q.dev && q.dev->lost_n[q.kind].load(std::memory_order_acquire) != q.lost_seen && q.dev->take_lost(d))
+            [[unlikely]] {
+            q.lost_seen++;
+            q.head++;
+            *out = d;
+            return VIP_DESCRIPTOR_ERROR;
+        }
+        return VIP_NOT_DONE;
+    }
     q.head++;
     *out = d;
     return VIP_SUCCESS;
@@ -121,6 +132,10 @@ VIPL_API VIP_RETURN VipCreateVi(VIP_NIC_HANDLE h, VIP_VI_ATTRIBUTES* attrs, VIP_
         delete vi;
         return rc == -EPERM ? VIP_INVALID_PTAG : VIP_ERROR_RESOURCE;
     }
+    vi->sq.dev = vi->rq.dev = vi->rq_reply.dev = vi->dev;
+    vi->sq.kind = NICFW_SENDQ;
+    vi->rq.kind = NICFW_RECVQ;
+    vi->rq_reply.kind = NICFW_REPLYQ;
     publish(vi, nic->vis);
     *out = handle_of<VIP_VI_HANDLE>(vi->handle);
     return VIP_SUCCESS;

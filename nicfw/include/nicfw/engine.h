@@ -296,6 +296,24 @@ struct Vi {
     // Device queues, fed by doorbells.
     WorkQueue sq, rq;
     WorkQueue rq_reply;        // steering: receive queue for reply-class messages
+    // Completions the device could not write (complete_on: the descriptor was made
+    // read-only, or left its region, after it was posted). The driver, whose Done sees
+    // such a descriptor as not done, hands it back with VIP_DESCRIPTOR_ERROR when it heads
+    // its queue (take_lost). lost_n counts them per queue kind (nicfw_queue_kind), so the
+    // driver's not-done path looks only after one was added.
+    std::atomic<uint32_t> lost_n[3] = {};
+    SpinLock lost_lock;
+    std::vector<const VIP_DESCRIPTOR*> lost;  // under lost_lock
+    bool take_lost(const VIP_DESCRIPTOR* d) {
+        std::lock_guard<SpinLock> g(lost_lock);
+        for (size_t i = 0; i < lost.size(); i++)
+            if (lost[i] == d) {
+                lost[i] = lost.back();
+                lost.pop_back();
+                return true;
+            }
+        return false;
+    }
     bool steering = false;
     Cq* rcq_reply = nullptr;
     TxRing pending;               // transmitted, completing in post order

@@ -67,8 +67,6 @@ bool is_ours(const struct sigaction& a) {
 
 }  // namespace
 
-// Once per process: a handler the program installs later and that chains back to ours
-// must not find ours in front of it again (each would hand the other the fault).
 void unblock_faults_here() {
     sigset_t s;
     sigemptyset(&s);
@@ -77,6 +75,8 @@ void unblock_faults_here() {
     pthread_sigmask(SIG_UNBLOCK, &s, nullptr);
 }
 
+// Once per process: a handler the program installs later and that chains back to ours
+// must not find ours in front of it again (each would hand the other the fault).
 void install() {
     std::lock_guard<std::mutex> g(g_install_lock);
     static bool installed = false;

@@ -31,7 +31,6 @@ constexpr unsigned kQuietPolls = 16;     // polls that found nothing: the stream
 constexpr unsigned kPeriodicPolls = 64;  // timers and liveness every this many polls
 constexpr uint64_t kProbeQuietNs = 250000000ull;  // a peer we wait on, silent this long: probe it
 
-
 }  // namespace
 
 [[noreturn]] void malformed(Chan* c, const Hdr& h, uint32_t len) {

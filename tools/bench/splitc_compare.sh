@@ -145,5 +145,10 @@ echo "(all figures: $csv)"
 
 if [[ -n $plotdir ]]; then
   mkdir -p "$plotdir"
-  "$here/splitc_plot.sh" "$csv" "$plotdir" "$backends" "splitc-$wire" && echo "(plots: $plotdir/splitc-$wire-*.png)"
+  case $wire in
+    shm) what="shm NIC; OpenSHMEM: UCX sm" ;;
+    udp) what="udp, one host; OpenSHMEM: UCX tcp, loopback" ;;
+    udp-hosts) what="udp, 2 namespaces; OpenSHMEM: UCX tcp, 2 namespaces" ;;
+  esac
+  "$here/splitc_plot.sh" "$csv" "$plotdir" "$backends" "splitc-$wire" "$what" && echo "(plots: $plotdir/splitc-$wire-*.png)"
 fi

@@ -2,14 +2,15 @@
 # splitc_plot.sh -- plots of splitc_compare.sh's CSV, in the shape of the paper's
 # Figures 6-3 (primitives on int, one-way and two-way) and 6-4 (bulk operations).
 #
-#   tools/bench/splitc_plot.sh CSV OUTDIR "am via-rel via-unrel" [NAME]
+#   tools/bench/splitc_plot.sh CSV OUTDIR "am via-rel via-unrel" [NAME [WIRE]]
 #
 # Writes OUTDIR/NAME-prim.csv and NAME-prim.png (time per operation, medians over
 # rounds, one bar per back end and OpenSHMEM), OUTDIR/NAME-bulk.csv and NAME-bulk.png
 # (MB/s against size: one-way bulk_get, two-way bulk_read, bulk_get and bulk_store).
-# NAME defaults to splitc. Needs gnuplot (Debian: gnuplot-nox).
+# NAME defaults to splitc; WIRE (default shm) says in the titles what the figures ran
+# over. Needs gnuplot (Debian: gnuplot-nox).
 set -euo pipefail
-csv=$1 out=$2 backends=$3 name=${4:-splitc}
+csv=$1 out=$2 backends=$3 name=${4:-splitc} wire=${5:-shm}
 command -v gnuplot >/dev/null || { echo "splitc_plot.sh: needs gnuplot (apt-get install gnuplot-nox)" >&2; exit 2; }
 mkdir -p "$out"
 labels="$backends oshmem"
@@ -52,7 +53,7 @@ gnuplot <<EOF
 set datafile separator ","
 set terminal pngcairo size 1100,600 noenhanced
 set output "$out/$name-prim.png"
-set title "Split-C primitives on int (smaller is better): softvia back ends and OpenSHMEM, 2 processes, shm"
+set title "Split-C primitives on int, 2 processes (smaller is better): $wire"
 set style data histogram
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
@@ -67,7 +68,7 @@ gnuplot <<EOF
 set datafile separator ","
 set terminal pngcairo size 1100,650 noenhanced
 set output "$out/$name-bulk.png"
-set title "Split-C bulk operations (bigger is better): softvia back ends and OpenSHMEM"
+set title "Split-C bulk operations (bigger is better): $wire"
 set logscale x 2
 set logscale y
 set xlabel "bytes"

@@ -155,13 +155,18 @@ extern "C" void splitc_sync(void) {
     while (st.outstanding) g_backend->poll();
 }
 
+// The shm back end's counts of bytes stored by same-host processes are collected only in
+// the waits for them: a writer's counter stays in its cache while the owner does anything else.
 extern "C" void store_sync(size_t bytes) {
     not_in_atomic("store_sync");
-    while (st.stored < bytes) g_backend->poll();
+    for (g_backend->collect_stores(); st.stored < bytes; g_backend->collect_stores()) g_backend->poll();
     st.stored -= bytes;
 }
 
-extern "C" void reset_store_sync(void) { st.stored = 0; }
+extern "C" void reset_store_sync(void) {
+    g_backend->collect_stores();  // bytes that landed before the reset, counted or not yet, are dropped
+    st.stored = 0;
+}
 
 extern "C" void all_store_sync(void) {
     not_in_atomic("all_store_sync");
@@ -177,7 +182,7 @@ extern "C" void all_store_sync(void) {
     uint64_t total = 0;
     for (int q = 0; q < PROCS; q++)
         if (q != MYPROC) total += expect[q];
-    while (st.landed < total) g_backend->poll();
+    for (g_backend->collect_stores(); st.landed < total; g_backend->collect_stores()) g_backend->poll();
     // Nobody stores anew before the barrier below, so the counts start from 0 cleanly.
     st.landed = 0;
     st.stored = 0;

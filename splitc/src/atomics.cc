@@ -27,6 +27,7 @@ int64_t run_atomic(const AtomicReq& r) {
             return v;
         }
         case AtomicKind::kFetchAdd: {
+            if ((r.addr & 7) == 0) return hw_atomic(r, p);
             long old;
             memcpy(&old, p, sizeof old);
             long now = static_cast<long>(static_cast<unsigned long>(old) + static_cast<unsigned long>(r.a));
@@ -34,6 +35,7 @@ int64_t run_atomic(const AtomicReq& r) {
             return old;
         }
         case AtomicKind::kCswap: {
+            if ((r.addr & 7) == 0) return hw_atomic(r, p);
             long old;
             memcpy(&old, p, sizeof old);
             if (old == r.a) memcpy(p, &r.b, sizeof(long));
@@ -41,6 +43,18 @@ int64_t run_atomic(const AtomicReq& r) {
         }
     }
     return 0;
+}
+
+// With the same-host path, processes of the host change aligned words with these
+// instructions while the owner serves remote requests: the owner must use them too. An
+// unaligned word is never reached that way (the path sends it to the owner).
+int64_t hw_atomic(const AtomicReq& r, void* word) {
+    auto* w = static_cast<long*>(word);
+    if (r.kind == AtomicKind::kFetchAdd)
+        return __atomic_fetch_add(w, static_cast<long>(r.a), __ATOMIC_SEQ_CST);
+    long expected = static_cast<long>(r.a);
+    __atomic_compare_exchange_n(w, &expected, static_cast<long>(r.b), false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return expected;  // the old value, swapped or not
 }
 
 namespace {

@@ -145,14 +145,18 @@ Range heap_range() { return g_heap; }
 void memory_init() {
     dl_iterate_phdr(find_main_segments, nullptr);
     const uint64_t size = heap_size_setting();
-    void* p = mmap(reinterpret_cast<void*>(kHeapBase), size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-    if (p == MAP_FAILED || reinterpret_cast<uint64_t>(p) != kHeapBase)
-        fatal("cannot reserve the symmetric heap (%llu bytes at %#llx): %s", static_cast<unsigned long long>(size),
-              static_cast<unsigned long long>(kHeapBase), p == MAP_FAILED ? strerror(errno) : "placed elsewhere");
     g_heap = Range{kHeapBase, kHeapBase + size};
     g_free.clear();
     g_free[kHeapBase] = size;
+}
+
+void memory_map_heap() {
+    const uint64_t size = g_heap.hi - g_heap.lo;
+    void* p = mmap(reinterpret_cast<void*>(g_heap.lo), size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED || reinterpret_cast<uint64_t>(p) != g_heap.lo)
+        fatal("cannot reserve the symmetric heap (%llu bytes at %#llx): %s", static_cast<unsigned long long>(size),
+              static_cast<unsigned long long>(g_heap.lo), p == MAP_FAILED ? strerror(errno) : "placed elsewhere");
 }
 
 bool in_global_data(uint64_t addr, size_t n) {

@@ -79,15 +79,25 @@ Backend* choose_backend() {
     fatal("SPLITC_BACKEND='%s': accepted values are am, via-rel and via-unrel", s);
 }
 
+// SPLITC_SHM: whether processes of one host reach each other through shared memory
+// (default on; a job of one process has no one to share with).
+bool shm_setting() {
+    const char* s = getenv("SPLITC_SHM");
+    if (!s || !*s || strcmp(s, "on") == 0 || strcmp(s, "1") == 0) return true;
+    if (strcmp(s, "off") == 0 || strcmp(s, "0") == 0) return false;
+    fatal("SPLITC_SHM='%s': accepted values are on (the default) and off", s);
+}
+
 // Split-C relies on global variables being at the same address in every process: the
-// processes compare where their data segment, code and heap are.
+// processes compare where their data segment, code and heap are (and that they agree
+// on SPLITC_SHM, which decides how the heap is made).
 struct Layout {
-    uint64_t data_lo, data_hi, text_lo, text_hi, heap_lo, heap_hi, entry;
+    uint64_t data_lo, data_hi, text_lo, text_hi, heap_lo, heap_hi, entry, shm;
 };
 
-void check_layout(int (*entry)(int, char**)) {
+void check_layout(int (*entry)(int, char**), bool shm) {
     const Range d = data_segment(), t = text_segment(), h = heap_range();
-    Layout mine{d.lo, d.hi, t.lo, t.hi, h.lo, h.hi, reinterpret_cast<uint64_t>(entry)};
+    Layout mine{d.lo, d.hi, t.lo, t.hi, h.lo, h.hi, reinterpret_cast<uint64_t>(entry), shm};
     if (PROCS == 1) return;
     std::vector<Layout> all(static_cast<size_t>(PROCS));
     int rc = sv_boot_allgather(&mine, sizeof mine, all.data(), 60000);
@@ -96,6 +106,9 @@ void check_layout(int (*entry)(int, char**)) {
         const Layout& a = all[0];
         const Layout& b = all[static_cast<size_t>(p)];
         if (memcmp(&a, &b, sizeof a) == 0) continue;
+        if (a.shm != b.shm)
+            fatal("processes 0 and %d disagree on SPLITC_SHM (%s and %s): give every process the same", p,
+                  a.shm ? "on" : "off", b.shm ? "on" : "off");
         fatal("processes 0 and %d have different memory layouts (data %#llx-%#llx and %#llx-%#llx, code %#llx and "
               "%#llx, heap %#llx+%llu and %#llx+%llu): global variables would not be at the same address "
               "everywhere. Build the program as a non-PIE executable (the flags of `pkg-config --cflags --libs "
@@ -116,8 +129,15 @@ void start(int (*entry)(int, char**)) {
     splitc_procs_ = size;
     st.sent.assign(static_cast<size_t>(size), 0);
     memory_init();
-    check_layout(entry);
-    g_backend = choose_backend();
+    const bool shm = shm_setting() && PROCS > 1;
+    check_layout(entry, shm);
+    if (shm) {
+        shm_map_memory();
+        g_backend = make_shm_backend(choose_backend);
+    } else {
+        memory_map_heap();
+        g_backend = choose_backend();
+    }
     if (!g_backend->start()) fatal("start-up: the %s back end could not connect the processes", g_backend->name());
     collectives_init();
     internal_barrier();

@@ -76,7 +76,11 @@ bool in_global_data(uint64_t addr, size_t n);
 bool is_global(uint64_t addr, size_t n);
 // Whether fn is an address in the program's own text (the executable).
 bool in_program_text(uint64_t fn);
-void memory_init();  // reserves the heap (SPLITC_HEAP_SIZE); before the back end starts
+// Finds the data segment and the program's code, and sizes the heap (SPLITC_HEAP_SIZE);
+// then memory_map_heap() reserves it as private memory, or the shm back end maps it
+// shared (shm_map_memory). Both before any back end starts.
+void memory_init();
+void memory_map_heap();
 
 // The data segment and the heap, for back ends that register them with the NIC.
 struct Range {
@@ -93,6 +97,9 @@ extern void (*g_global_range_hook)(uint64_t lo, uint64_t hi, bool add);
 // memory, a called function is in the program's text), and running it.
 bool atomic_ok(const AtomicReq& r);
 int64_t run_atomic(const AtomicReq& r);
+// Fetch-add or cswap on the long at word (8-byte aligned) with the hardware's atomic
+// instructions: atomic also against processes that reach the word through shared memory.
+int64_t hw_atomic(const AtomicReq& r, void* word);
 
 // Owner side: another process's store landed (the back end copied the bytes after
 // is_global).

@@ -86,6 +86,12 @@ public:
     const char* name() const override { return name_; }
 
     bool start() override {
+        // Symmetric memory the back end needs, zeroed now: before the network back end
+        // starts, no process can have written to it (every process allocates the same).
+        int most = 1;
+        for (int h = 0; h < sv_shm_host_count(); h++) most = std::max(most, sv_shm_host_size(h));
+        slots_ = static_cast<uint64_t*>(alloc_internal(uint64_t(most) * kSlotWords * 8));
+        bar_flags_ = static_cast<uint64_t*>(alloc_internal(kRounds * 8));
         if (sv_shm_host_count() > 1) {
             net_ = make_net_();
             if (!net_->start()) return false;
@@ -98,11 +104,6 @@ public:
         }
         heap_ = heap_range();
         const Range d = data_segment();
-        // Symmetric memory the runtime needs: every process allocates the same, in order.
-        int most = 1;
-        for (int h = 0; h < sv_shm_host_count(); h++) most = std::max(most, sv_shm_host_size(h));
-        slots_ = static_cast<uint64_t*>(alloc_internal(uint64_t(most) * kSlotWords * 8));
-        bar_flags_ = static_cast<uint64_t*>(alloc_internal(kRounds * 8));
         seen_.assign(static_cast<size_t>(sv_shm_local_size()), 0);
         const int me = sv_shm_local_index(MYPROC);
         peers_.assign(static_cast<size_t>(PROCS), PeerView{});

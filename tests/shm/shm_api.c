@@ -6,6 +6,13 @@
  *                              others must get -ESRCH from every call that needs it
  *   shm_api config             (one process) bad configurations, each refused with the
  *                              argument named, then a good one
+ *   shm_api hold FILE          a victim job for shm_isolation.sh: each process exports a
+ *                              stack range, writes FILE.<rank> (pid, segment ids, heap
+ *                              address), then waits (polling) until FILE.done exists
+ *   shm_api intrude FILE N     an intruder (another job, maybe another user): for each of
+ *                              the N victims, attaching its segments must be refused; its
+ *                              /proc/<pid>/fd must hold no memfd; prints what the kernel
+ *                              lets it do besides (process_vm_readv), for the script
  *
  * "all": the layout invariant (a global variable and the heap at the same address in
  * every process, read through each peer's view); stores through views seen by the owner;
@@ -15,7 +22,10 @@
  * swap, refusals); calls and sends (exact counts); barriers; finalize. Processes on other
  * hosts (softvia-run --hosts) are checked to be refused with -EREMOTE. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +374,80 @@ static void run_config(void) {
     CHECK(sv_shm_rank() == -1, "finalized");
 }
 
+static void run_hold(const char *file) {
+    long stackv[64];
+    for (int i = 0; i < 64; i++) stackv[i] = i;
+    sv_shm_segid_t heap_seg, stack_seg;
+    OK(sv_shm_segid_of(me, SV_SHM_SEG_HEAP, &heap_seg));
+    OK(sv_shm_export(stackv, sizeof stackv, 0, 0, &stack_seg));
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s.%d", file, me);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    CHECK(f != NULL, "cannot write %s", tmp);
+    fprintf(f, "%d %llx %llx %llx\n", (int)getpid(), (unsigned long long)heap_seg, (unsigned long long)stack_seg,
+            (unsigned long long)SV_SHM_DEFAULT_HEAP_BASE);
+    fclose(f);
+    CHECK(rename(tmp, path) == 0, "rename %s", path);
+    OK(sv_shm_barrier(NULL, NULL));
+    snprintf(path, sizeof path, "%s.done", file);
+    const time_t until = time(NULL) + 60;
+    struct stat st;
+    while (stat(path, &st) != 0) {
+        CHECK(time(NULL) < until, "%s never appeared", path);
+        sv_shm_poll();
+        usleep(10000);
+    }
+    OK(sv_shm_barrier(NULL, NULL));
+    OK(sv_shm_unexport(stack_seg));
+}
+
+static void run_intrude(const char *file, int n) {
+    int refused = 0;
+    for (int r = 0; r < n; r++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.%d", file, r);
+        FILE *f = fopen(path, "r");
+        CHECK(f != NULL, "cannot read %s", path);
+        int pid;
+        unsigned long long heap_seg, stack_seg, heap_addr;
+        CHECK(fscanf(f, "%d %llx %llx %llx", &pid, &heap_seg, &stack_seg, &heap_addr) == 4, "malformed %s", path);
+        fclose(f);
+        void *a;
+        REFUSED(sv_shm_attach(heap_seg, 0, 8, 0, &a), EACCES, "another job");
+        REFUSED(sv_shm_attach(stack_seg, 0, 8, 0, &a), EACCES, "another job");
+        printf("intruder: victim %d (pid %d): attach refused: %s\n", r, pid, sv_shm_last_error());
+        refused++;
+        /* No descriptor of the victim's memory is open: nothing to open through /proc. */
+        char dir[64];
+        snprintf(dir, sizeof dir, "/proc/%d/fd", pid);
+        DIR *d = opendir(dir);
+        if (!d) {
+            printf("intruder: victim %d: %s: %s\n", r, dir, strerror(errno));
+        } else {
+            int memfds = 0;
+            for (struct dirent *e; (e = readdir(d));) {
+                char link[512], target[512] = "";
+                snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+                const ssize_t len = readlink(link, target, sizeof target - 1);
+                if (len > 0 && strstr(target, "memfd:")) {
+                    printf("intruder: victim %d: FOUND an open memfd: %s -> %s\n", r, link, target);
+                    memfds++;
+                }
+            }
+            closedir(d);
+            CHECK(memfds == 0, "victim %d keeps %d memfd(s) open", r, memfds);
+            printf("intruder: victim %d: %s holds no memfd\n", r, dir);
+        }
+        /* The kernel's own rule for reading another process's memory (ptrace access). */
+        long word = 0;
+        struct iovec l = {&word, sizeof word}, rm = {(void *)(uintptr_t)heap_addr, sizeof word};
+        const ssize_t got = process_vm_readv(pid, &l, 1, &rm, 1, 0);
+        printf("intruder: victim %d: process_vm_readv: %s\n", r, got < 0 ? strerror(errno) : "allowed (same user: the kernel's rule)");
+    }
+    CHECK(refused == n, "every victim refused");
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 && argv[1][0] != '-' ? argv[1] : "all";
     long adds = 100000;
@@ -380,8 +464,12 @@ int main(int argc, char **argv) {
     cfg.heap_size = 16 << 20;
     OK(sv_shm_init(&cfg));
     me = sv_shm_rank();
-    if (!strcmp(mode, "all"))
+    if (!strcmp(mode, "intrude") && argc == 4)
+        run_intrude(argv[2], atoi(argv[3]));
+    else if (!strcmp(mode, "all"))
         run_all(adds);
+    else if (!strcmp(mode, "hold") && argc == 3)
+        run_hold(argv[2]);
     else if (!strcmp(mode, "dead"))
         run_dead();
     else

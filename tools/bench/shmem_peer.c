@@ -10,6 +10,7 @@
  *   get    shmem_getmem_nbi N times, quiet  put    shmem_int_p N times, shmem_quiet
  *   store  shmem_int_p N times, then shmem_quiet and shmem_barrier_all (it has no
  *          signalling store: the barrier is how the target learns they landed)
+ *   fadd   shmem_long_atomic_fetch_add (blocking: the old value comes back)
  *   bulk_get / bulk_put: shmem_getmem_nbi / shmem_putmem_nbi N times, then shmem_quiet;
  *   bulk_store: shmem_putmem_nbi N times, quiet, barrier; bulk_read: shmem_getmem.
  *   barrier: shmem_barrier_all.
@@ -26,6 +27,7 @@
 static int iters = 10000;
 static const char *label = "oshmem";
 static int prim[64];
+static long prim_long;
 static char *bulk, *local;
 
 static double now_us(void) {
@@ -39,12 +41,13 @@ static void report(const char *op, const char *mode, size_t bytes, double us) {
     printf("shmem,%s,%s,%s,%zu,%.4f,%.2f\n", label, op, mode, bytes, us, us > 0 ? bytes / us : 0);
 }
 
-enum op { READ, WRITE, GET, PUT, STORE };
-static const char *op_names[] = {"read", "write", "get", "put", "store"};
+enum op { READ, WRITE, GET, PUT, STORE, FADD };
+static const char *op_names[] = {"read", "write", "get", "put", "store", "fadd"};
 
 static double run_prim(enum op op, int issue, int n) {
     const int partner = 1 - shmem_my_pe();
     static int sink[64];
+    static long lsink;
     shmem_barrier_all();
     double t0 = now_us();
     if (issue) {
@@ -66,6 +69,9 @@ static double run_prim(enum op op, int issue, int n) {
             case STORE:
                 for (int i = 0; i < n; i++) shmem_int_p(&prim[0], i, partner);
                 shmem_quiet();
+                break;
+            case FADD:
+                for (int i = 0; i < n; i++) lsink += shmem_long_atomic_fetch_add(&prim_long, 1, partner);
                 break;
         }
     }
@@ -140,10 +146,11 @@ int main(int argc, char **argv) {
     memset(local, 7, max);
     const int me = shmem_my_pe();
     if (!only || !strcmp(only, "prim")) {
-        for (int op = READ; op <= STORE; op++) {
+        for (int op = READ; op <= FADD; op++) {
+            const size_t bytes = op == FADD ? sizeof(long) : sizeof(int);
             run_prim((enum op)op, 1, iters / 10 + 1);
-            report(op_names[op], "oneway", sizeof(int), run_prim((enum op)op, me == 0, iters));
-            report(op_names[op], "twoway", sizeof(int), run_prim((enum op)op, 1, iters));
+            report(op_names[op], "oneway", bytes, run_prim((enum op)op, me == 0, iters));
+            report(op_names[op], "twoway", bytes, run_prim((enum op)op, 1, iters));
         }
         shmem_barrier_all();
         double t0 = now_us();

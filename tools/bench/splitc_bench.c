@@ -12,6 +12,7 @@
  *   put    put_int(p, v) N times, then sync()
  *   store  store_int(p, v) N times, then all_store_sync() (the collective that says they
  *          all landed; the idle process takes part in it)
+ *   fadd   atomic_fetch_add_long(p, 1) N times (blocking: the old value comes back)
  * one-way: process 0 issues to process 1, which only serves (it waits in a barrier or
  * all_store_sync, polling); two-way: both issue to each other at once.
  * barrier: the time of one barrier() of both processes.
@@ -44,14 +45,16 @@ static double now_us(void) {
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-enum op { READ, WRITE, GET, PUT, STORE };
-static const char *op_names[] = {"read", "write", "get", "put", "store"};
+enum op { READ, WRITE, GET, PUT, STORE, FADD };
+static const char *op_names[] = {"read", "write", "get", "put", "store", "fadd"};
 
 /* Runs op n times against partner (when this process issues), returns us per op. */
 static double run_prim(enum op op, int issue, int n) {
     const int partner = PROCS > 1 ? 1 - MYPROC : MYPROC;
     gptr_t p = toglobal(partner, &prim[0]);
+    gptr_t pl = toglobal(partner, &prim[16]); /* a long on a cache line of its own */
     static int sink[64];
+    static long lsink;
     barrier();
     double t0 = now_us();
     if (issue) {
@@ -72,6 +75,9 @@ static double run_prim(enum op op, int issue, int n) {
                 break;
             case STORE:
                 for (int i = 0; i < n; i++) store_int(p, i);
+                break;
+            case FADD:
+                for (int i = 0; i < n; i++) lsink += atomic_fetch_add_long(pl, 1);
                 break;
         }
     }
@@ -185,10 +191,11 @@ int splitc_main(int argc, char **argv) {
         printf("# splitc_bench: back end %s, %d processes, label %s\n%-10s %-7s %7s %10s %10s\n", splitc_backend(),
                PROCS, label, "op", "mode", "bytes", "us_per_op", "MB/s");
     if (!only || !strcmp(only, "prim"))
-        for (int op = READ; op <= STORE; op++) {
+        for (int op = READ; op <= FADD; op++) {
+            const size_t bytes = op == FADD ? sizeof(long) : sizeof(int);
             run_prim((enum op)op, 1, iters / 10 + 1);  // warm up
-            report(op_names[op], "oneway", sizeof(int), run_prim((enum op)op, MYPROC == 0, iters));
-            report(op_names[op], "twoway", sizeof(int), run_prim((enum op)op, 1, iters));
+            report(op_names[op], "oneway", bytes, run_prim((enum op)op, MYPROC == 0, iters));
+            report(op_names[op], "twoway", bytes, run_prim((enum op)op, 1, iters));
         }
     if (!only || !strcmp(only, "prim")) {
         barrier();

@@ -2,10 +2,12 @@
 # splitc_compare.sh -- Split-C's figures on each back end beside OpenSHMEM's, measured now
 # on this machine (the paper's Figures 6-3 and 6-4).
 #
-#   tools/bench/splitc_compare.sh [BUILD_DIR] [--quick] [--backends "am via-rel via-unrel"]
+#   tools/bench/splitc_compare.sh [BUILD_DIR] [--quick] [--backends "shm am via-rel via-unrel"]
 #                                 [--wire shm|udp|udp-hosts] [--plot DIR]
 #
-# Ours: splitc_bench under softvia-run -n 2 --pin (inline progress), once per back end.
+# Ours: splitc_bench under softvia-run -n 2 --pin (inline progress), once per back end:
+# shm is the same-host path (SPLITC_SHM=on: the two processes map each other's memory;
+# only with --wire shm, the default there), the others run with SPLITC_SHM=off.
 # Peer: shmem_peer (the same loops in OpenSHMEM: Open MPI's oshmem, spml ucx), built here
 # with oshcc, 2 PEs bound to cores 0 and 1. --wire (default shm):
 #   shm        ours on the shm NIC; OpenSHMEM over UCX shared memory (UCX_TLS=sm,self)
@@ -21,7 +23,7 @@
 # with every figure, and with --plot DIR the plots (gnuplot, PNG) and their CSVs.
 # Exit status 0 even when a target is missed: this reports; it does not gate.
 set -uo pipefail
-build=build/release; quick=0; backends="am via-rel via-unrel"; plotdir=""; wire=shm
+build=build/release; quick=0; backends=""; plotdir=""; wire=shm
 while (($#)); do
   case $1 in
     --quick) quick=1; shift ;;
@@ -37,6 +39,7 @@ case $wire in
   udp-hosts) dev=udp hosts=(--hosts 2); tls=(-x UCX_TLS=tcp,self -x UCX_NET_DEVICES=svpeer) ;;
   *) echo "splitc_compare.sh: --wire takes shm, udp or udp-hosts (got '$wire')" >&2; exit 2 ;;
 esac
+[[ -n $backends ]] || { backends="am via-rel via-unrel"; [[ $wire == shm ]] && backends="shm $backends"; }
 run="$build/tools/launcher/softvia-run"; bench="$build/tools/bench/splitc_bench"
 [[ $wire == udp-hosts && $(id -u) != 0 ]] && { echo "splitc_compare.sh: --wire udp-hosts needs root (network namespaces)" >&2; exit 2; }
 for f in "$run" "$bench"; do [[ -x $f ]] || { echo "splitc_compare.sh: $f not built" >&2; exit 2; }; done
@@ -76,8 +79,9 @@ else
 fi
 
 ours() {  # backend round [extra env]
-  local b=$1 r=$2; shift 2
-  env SPLITC_BACKEND="$b" SOFTVIA_DEVICE="$dev" SOFTVIA_PROGRESS=inline "$@" \
+  local b=$1 r=$2 shm=off be=$1; shift 2
+  [[ $b == shm ]] && shm=on be=am
+  env SPLITC_SHM=$shm SPLITC_BACKEND="$be" SOFTVIA_DEVICE="$dev" SOFTVIA_PROGRESS=inline "$@" \
     timeout 600 "$run" -n 2 --pin "${hosts[@]}" "$bench" --iters "$iters" --sizes "$sizes" --csv "$csv" --label "$b-$r" >/dev/null
 }
 theirs() {  # round
@@ -107,9 +111,9 @@ echo "== wire: $wire (ours: SOFTVIA_DEVICE=$dev ${hosts[*]}; OpenSHMEM: ${tls[*]
 echo "== time per operation on int, us (medians of $rounds round(s); ratio: median of per-round ours/OpenSHMEM)"
 row "operation" "back end" "ours" "oshmem" "ratio" "note"
 for mode in oneway twoway; do
-  for op in read write get put store barrier; do
+  for op in read write get put store fadd barrier; do
     [[ $op == barrier && $mode == oneway ]] && continue
-    bytes=4; [[ $op == barrier ]] && bytes=0
+    bytes=4; [[ $op == barrier ]] && bytes=0; [[ $op == fadd ]] && bytes=8
     for b in $backends; do
       o=() t=() q=()
       for ((r = 1; r <= rounds; r++)); do
@@ -141,6 +145,22 @@ for op in bulk_get bulk_put bulk_store bulk_read; do
     printf " %10s\n" "$(median "${v[@]}")"
   done
 done
+if [[ " $backends " == *" shm "* && -n $peer ]]; then
+  echo
+  echo "== the same-host path against its targets (median of per-round ratios ours/OpenSHMEM)"
+  target() {  # label op mode bytes column limit how(le|ge)
+    local q=()
+    for ((r = 1; r <= rounds; r++)); do q+=("$(ratio "$(get "shm-$r" "$2" "$3" "$4" "$5")" "$(get "oshmem-$r" "$2" "$3" "$4" "$5")")"); done
+    local m; m=$(median "${q[@]}")
+    awk -v m="$m" -v l="$6" -v h="$7" -v t="$1" 'BEGIN { ok = (m == "") ? "n/a" : (h == "le" ? (m <= l) : (m >= l)) ? "met" : "NOT met";
+      printf "  %-34s %6s  (target %s %s)  %s\n", t, (m == "" ? "n/a" : m), (h == "le" ? "<=" : ">="), l, ok }'
+  }
+  for op in read write get put store; do target "$op one-way time ratio" $op oneway 4 6 0.3 le; done
+  target "fadd one-way time ratio" fadd oneway 8 6 0.5 le
+  target "barrier time ratio" barrier twoway 0 6 0.5 le
+  target "bulk_get 64 KiB bandwidth ratio" bulk_get oneway 65536 7 1 ge
+  target "bulk_put 64 KiB bandwidth ratio" bulk_put oneway 65536 7 1 ge
+fi
 echo "(all figures: $csv)"
 
 if [[ -n $plotdir ]]; then

@@ -26,12 +26,16 @@ median_of() {  # base op mode bytes column
 {
   printf "op"; for l in $labels; do printf ",%s" "$l"; done; printf "\n"
   for mode in oneway twoway; do
-    for op in read write get put store; do
+    for op in read write get put store fadd; do
+      bytes=4; [[ $op == fadd ]] && bytes=8
       printf "%s %s" "$op" "${mode/way/-way}"
-      for l in $labels; do printf ",%s" "$(median_of "$l" "$op" "$mode" 4 6)"; done
+      for l in $labels; do printf ",%s" "$(median_of "$l" "$op" "$mode" $bytes 6)"; done
       printf "\n"
     done
   done
+  printf "barrier"
+  for l in $labels; do printf ",%s" "$(median_of "$l" barrier twoway 0 6)"; done
+  printf "\n"
 } > "$out/$name-prim.csv"
 
 sizes=$(awk -F, 'NR > 1 && $3 == "bulk_get" {print $5}' "$csv" | sort -un | tr '\n' ' ')

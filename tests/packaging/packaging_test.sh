@@ -4,7 +4,8 @@
 #  checks every installed shared library's SONAME, symlinks, .pc file and CMake target,
 #  (c) checks what libvipl and libamvia export (only their API, at one version node),
 #  (a) builds and runs a consumer project with find_package(softvia): a program on
-#      softvia::vipl (opens a NIC) and one on softvia::amvia (AM request to itself),
+#      softvia::vipl (opens a NIC), one on softvia::amvia (AM request to itself), a
+#      Split-C one and one on softvia::softvia_shm (the same-host path),
 #  (b) builds and runs the same programs with `cc $(pkg-config --cflags --libs vipl|amvia)`,
 #  and checks that nicfw is not installed.
 # Exits 77 (skipped) when a tool it needs is missing.
@@ -64,7 +65,7 @@ export PKG_CONFIG_PATH=$lib/pkgconfig
 unset PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
 libs=$(cd "$lib" && ls lib*.so | sed 's/^lib//; s/\.so$//' | sort)
 echo "shared libraries: $(echo $libs)"
-for want in amvia splitc vipl; do
+for want in amvia softvia_shm splitc vipl; do
     echo "$libs" | grep -qx "$want" || fail "lib$want.so not installed"
 done
 for name in $libs; do
@@ -110,7 +111,8 @@ loads() {
 # Installed programs and libraries find softvia's libraries in the prefix (RUNPATH).
 loads "$P/bin/vipl_bench" "libvipl.so.$major"
 loads "$lib/libamvia.so.$major" "libvipl.so.$major"
-loads "$lib/libsplitc.so.$major" "libamvia.so.$major" "libvipl.so.$major"
+loads "$lib/libsplitc.so.$major" "libamvia.so.$major" "libvipl.so.$major" "libsoftvia_shm.so.$major"
+[ -f "$P/include/softvia_shm.h" ] || fail "softvia_shm.h not installed"
 [ -f "$lib/libsplitc_main.a" ] || fail "libsplitc_main.a not installed"
 [ -f "$P/include/splitc.h" ] && [ -f "$P/include/splitc.hpp" ] || fail "splitc.h / splitc.hpp not installed"
 
@@ -156,6 +158,10 @@ check_exports splitc SPLITC_1.0 '^(splitc_|read_|write_|get_|put_|store_|bulk_|a
     splitc_run splitc_sync splitc_exit splitc_poll read_int write_double get_long put_char store_float bulk_get \
     bulk_store store_sync all_store_sync all_spread_malloc all_reduce_to_all_add_double atomic_call barrier
 
+# The same-host path's API (sv_shm_*); not the launcher's sv_boot_* it carries inside.
+check_exports softvia_shm SOFTVIA_SHM_1.0 '^sv_shm_' 30 sv_shm_init sv_shm_finalize sv_shm_export sv_shm_attach \
+    sv_shm_detach sv_shm_translate sv_shm_read sv_shm_write sv_shm_fetch_add64 sv_shm_call sv_shm_barrier
+
 # ---- (a) CMake consumer ----------------------------------------------------------------
 step "find_package(softvia) consumer"
 cmake_args=(-S "$CONSUMER" -B "$T/consumer" -G "$GENERATOR" -DCMAKE_PREFIX_PATH="$P"
@@ -178,10 +184,12 @@ run_app() {
 run_app "$T/consumer/app"
 run_app "$T/consumer/am_app"
 run_app "$T/consumer/sc_app"
+run_app "$T/consumer/shm_app"
 # They run against the installed libraries, not the build tree's.
 loads "$T/consumer/app" "libvipl.so.$major"
 loads "$T/consumer/am_app" "libamvia.so.$major" "libvipl.so.$major"
 loads "$T/consumer/sc_app" "libsplitc.so.$major"
+loads "$T/consumer/shm_app" "libsoftvia_shm.so.$major"
 
 # ---- (b) pkg-config --------------------------------------------------------------------
 # Not installed in a system directory: the programs find the libraries this way.
@@ -200,5 +208,6 @@ pkgconf_app() {
 pkgconf_app "$CONSUMER/app.c" vipl "$T/app_pc"
 pkgconf_app "$CONSUMER/am_app.c" amvia "$T/am_app_pc"
 pkgconf_app "$CONSUMER/sc_app.c" splitc "$T/sc_app_pc"
+pkgconf_app "$CONSUMER/shm_app.c" softvia_shm "$T/shm_app_pc"
 
 echo "PASS"

@@ -166,7 +166,7 @@ echo "(all figures: $csv)"
 if [[ -n $plotdir ]]; then
   mkdir -p "$plotdir"
   case $wire in
-    shm) what="shm NIC; OpenSHMEM: UCX sm" ;;
+    shm) what="am, via-rel, via-unrel on the shm NIC; shm: the same-host path; OpenSHMEM: UCX sm" ;;
     udp) what="udp, one host; OpenSHMEM: UCX tcp, loopback" ;;
     udp-hosts) what="udp, 2 namespaces; OpenSHMEM: UCX tcp, 2 namespaces" ;;
   esac

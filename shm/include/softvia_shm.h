@@ -66,7 +66,9 @@ void sv_shm_config_default(sv_shm_config *cfg);
  * cfg NULL: the defaults. The data segment may be moved only while no other thread of
  * the process writes to it. Errors: -EINVAL (a bad argument, or the processes disagree),
  * -ENOMEM (the address space cannot hold the heaps), -EEXIST (heap_base is in use),
- * -EACCES (a same-host process of the job runs as another user), -ETIMEDOUT, -EALREADY. */
+ * -EACCES (a same-host process of the job runs as another user), -ETIMEDOUT, -EALREADY
+ * (once per process: a call that failed after making the heap, or one after
+ * sv_shm_finalize, is refused too). */
 int sv_shm_init(const sv_shm_config *cfg);
 /* Unmaps this process's views of its peers and ends its part of the path. Its own heap
  * and data segment stay where they are (peers may still hold them mapped). Call it after
@@ -100,7 +102,10 @@ typedef uint64_t sv_shm_segid_t;
 int sv_shm_segid_of(int rank, int which, sv_shm_segid_t *segid);
 
 /* sv_shm_export flags */
-#define SV_SHM_RDONLY 1u /* peers may read it, not write it */
+#define SV_SHM_RDONLY 1u /* sv_shm_write, the atomics and a writable attach refuse it. Not a
+                            protection within the job: a heap or data-segment range stays
+                            writable through sv_shm_translate (the job's processes trust
+                            each other, as parts of one program) */
 
 /* Exports [addr, addr+len) of this process: peers may then attach it (when it lies in
  * this process's heap or data segment: shared memory) or read and write it by copy

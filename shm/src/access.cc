@@ -19,7 +19,7 @@ int locate(const char* call, int rank, uint64_t addr, size_t len, bool write, Pe
     if (!p)
         return fail(rank >= 0 && rank < S.size ? EREMOTE : EINVAL, "%s: rank %d is %s", call, rank,
                     rank >= 0 && rank < S.size ? "on another host" : "not a process of the job");
-    if (p->gone) return fail(ESRCH, "%s: process %d (pid %d) has exited", call, rank, p->pid);
+    if (is_gone(*p)) return fail(ESRCH, "%s: process %d (pid %d) has exited", call, rank, p->pid);
     ExportView e;
     if (!find_export(*p, addr, len, &e))
         return fail(ERANGE, "%s: %#llx + %zu bytes of process %d lie outside everything it exports", call,
@@ -44,7 +44,7 @@ int vm_error(const char* call, const Peer& p, int e) {
 int vm_copy(const char* call, const Peer& p, void* local, uint64_t remote, size_t len, bool write) {
     if (p.rank != S.rank) {
         peers_alive();
-        if (p.gone) return fail(ESRCH, "%s: process %d (pid %d) has exited", call, p.rank, p.pid);
+        if (is_gone(p)) return fail(ESRCH, "%s: process %d (pid %d) has exited", call, p.rank, p.pid);
     }
     size_t done = 0;
     while (done < len) {

@@ -15,8 +15,8 @@ namespace {
 // Waits until *flag holds epoch e or more, keeping the process's duties going. A peer
 // may set the flag and exit at once (it left the job's last barrier): its flag counts,
 // so the flag is read again before a loss is reported.
-int wait_for(const Line* flag, uint64_t e) {
-    Waiter w;
+int wait_for(const Line* flag, uint64_t e, const Peer& writer) {
+    Waiter w(&writer);
     // Acquire: what the writer did before its release store is seen after the barrier.
     while (flag->v.load(std::memory_order_acquire) < e)
         if (const int rc = w.turn()) return flag->v.load(std::memory_order_acquire) >= e ? 0 : rc;
@@ -39,17 +39,17 @@ extern "C" int sv_shm_barrier(void (*between)(void*), void* arg) {
         for (int k = 0; (1u << k) < n; k++) {
             // Release: this process's stores before the barrier are seen by whoever reads the flag.
             S.peers[(me + (1u << k)) % n].ctl.dissem(k)->v.store(e, std::memory_order_release);
-            if ((rc = wait_for(my_ctl().dissem(k), e))) return rc;
+            if ((rc = wait_for(my_ctl().dissem(k), e, S.peers[(me + n - (1u << k) % n) % n]))) return rc;
         }
         return 0;
     }
     const Ctl& first = S.peers[0].ctl;
     if (me != 0) {
         first.arrive(me)->v.store(e, std::memory_order_release);
-        return wait_for(first.release(), e);
+        return wait_for(first.release(), e, S.peers[0]);
     }
     for (uint32_t i = 1; i < n; i++)
-        if ((rc = wait_for(first.arrive(i), e))) return rc;
+        if ((rc = wait_for(first.arrive(i), e, S.peers[i]))) return rc;
     between(arg);
     first.release()->v.store(e, std::memory_order_release);
     return 0;

@@ -13,7 +13,7 @@ namespace {
 
 // Runs a call here: the handler's status (0 or its refusal) and result, or -ENOENT
 // without a handler.
-int64_t run(int src, uint16_t index, const uint64_t* args, int32_t* status) {
+int64_t run(int src, unsigned index, const uint64_t* args, int32_t* status) {
     sv_shm_handler_fn fn = index < SV_SHM_MAX_HANDLERS ? S.handlers[index] : nullptr;
     if (!fn) {
         *status = -ENOENT;
@@ -29,10 +29,10 @@ int64_t run(int src, uint16_t index, const uint64_t* args, int32_t* status) {
 
 // Takes a ticket in p's ring and fills its cell. A full ring is waited out, serving our
 // own ring meanwhile (its owner may be waiting for us); deadline_ns < 0: no limit.
-int enqueue(Peer& p, int index, const uint64_t* args, uint16_t flags, int64_t deadline_ns) {
+int enqueue(Peer& p, int index, const uint64_t* args, uint8_t flags, uint32_t id, int64_t deadline_ns) {
     const Ctl& c = p.ctl;
     const uint64_t mask = S.layout.ring_cap - 1;
-    Waiter w;
+    Waiter w(&p);
     for (;;) {
         uint64_t pos = c.ring_tail()->v.load(std::memory_order_relaxed);
         CallCell& cell = c.ring()[pos & mask];
@@ -41,9 +41,10 @@ int enqueue(Peer& p, int index, const uint64_t* args, uint16_t flags, int64_t de
         const int64_t dif = static_cast<int64_t>(seq - pos);
         if (dif == 0) {
             if (!c.ring_tail()->v.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) continue;
-            cell.src = static_cast<uint32_t>(S.rank);
-            cell.handler = static_cast<uint16_t>(index);
+            cell.src = static_cast<uint16_t>(S.rank);
+            cell.handler = static_cast<uint8_t>(index);
             cell.flags = flags;
+            cell.id = id;
             memcpy(cell.args, args, sizeof cell.args);
             // The owner reads the fields only after it sees this mark (its acquire in poll).
             cell.seq.store(pos + 1, std::memory_order_release);
@@ -66,7 +67,7 @@ int check_call(const char* call, int rank, int index, const uint64_t* args, Peer
     if (!*p)
         return fail(rank >= 0 && rank < S.size ? EREMOTE : EINVAL, "%s: rank %d is %s", call, rank,
                     rank >= 0 && rank < S.size ? "on another host" : "not a process of the job");
-    if ((*p)->gone) return fail(ESRCH, "%s: process %d (pid %d) has exited", call, rank, (*p)->pid);
+    if (is_gone(**p)) return fail(ESRCH, "%s: process %d (pid %d) has exited", call, rank, (*p)->pid);
     return 0;
 }
 
@@ -76,10 +77,8 @@ int Waiter::turn() {
     const int served = S.in_handler ? 0 : sv_shm_poll();
     if (S.progress) S.progress(S.progress_arg);
     if ((++turns & 255) == 0) {
-        if (now_ns() - S.last_check_ns > 2000000 && !peers_alive()) {
-            const Peer* p = peer_of(S.lost_rank);
-            return fail(ESRCH, "process %d (pid %d) of this host has exited", S.lost_rank, p ? p->pid : 0);
-        }
+        if (now_ns() - S.last_check_ns > 2000000) peers_alive();
+        if (on && is_gone(*on)) return fail(ESRCH, "process %d (pid %d) of this host has exited", on->rank, on->pid);
         // On a core shared with the process we wait for, let it run.
         if (!served) sched_yield();
     }
@@ -115,8 +114,9 @@ int sv_shm_poll(void) {
         CallCell& cell = c.ring()[S.ring_head & (cap - 1)];
         // Pairs with the producer's release of seq = ticket + 1: its fields are complete.
         if (cell.seq.load(std::memory_order_acquire) != S.ring_head + 1) return n;
-        const int src = static_cast<int>(cell.src);
-        const uint16_t index = cell.handler, flags = cell.flags;
+        const int src = cell.src;
+        const uint8_t index = cell.handler, flags = cell.flags;
+        const uint32_t id = cell.id;
         uint64_t args[SV_SHM_CALL_ARGS];
         memcpy(args, cell.args, sizeof args);
         // Free for the producer whose ticket is a lap ahead (it reads seq with acquire).
@@ -126,11 +126,11 @@ int sv_shm_poll(void) {
         const int64_t v = run(src, index, args, &status);
         n++;
         Peer* q = peer_of(src);
-        if ((flags & kCallNoReply) || !q || q->gone) continue;
-        ReplySlot* r = q->ctl.reply();
+        if ((flags & kCallNoReply) || !q || is_gone(*q)) continue;
+        ReplySlot* r = q->ctl.reply(static_cast<uint32_t>(S.my_local));
         r->value.store(v, std::memory_order_relaxed);
         r->status.store(status, std::memory_order_relaxed);
-        r->ready.store(1, std::memory_order_release);  // the caller's acquire sees value and status
+        r->ready.store(id, std::memory_order_release);  // the caller's acquire sees value and status
     }
 }
 
@@ -142,13 +142,15 @@ int sv_shm_call(int rank, int index, const uint64_t args[SV_SHM_CALL_ARGS], int6
     int32_t status = 0;
     int64_t v;
     if (rank == S.rank) {
-        v = run(rank, static_cast<uint16_t>(index), args, &status);
+        v = run(rank, static_cast<unsigned>(index), args, &status);
     } else {
-        ReplySlot* r = my_ctl().reply();
-        r->ready.store(0, std::memory_order_relaxed);  // ordered before the request by enqueue's release
-        if ((rc = enqueue(*p, index, args, 0, -1))) return rc;
-        Waiter w;
-        while (!r->ready.load(std::memory_order_acquire))
+        // The reply slot only the callee writes; this call's number tells its reply from
+        // that of an earlier call abandoned before its answer came.
+        ReplySlot* r = my_ctl().reply(static_cast<uint32_t>(S.local_of[static_cast<size_t>(rank)]));
+        const uint32_t id = ++S.call_id ? S.call_id : ++S.call_id;
+        if ((rc = enqueue(*p, index, args, 0, id, -1))) return rc;
+        Waiter w(p);
+        while (r->ready.load(std::memory_order_acquire) != id)
             if ((rc = w.turn())) return rc;
         status = r->status.load(std::memory_order_relaxed);
         v = r->value.load(std::memory_order_relaxed);
@@ -166,10 +168,10 @@ int sv_shm_send(int rank, int index, const uint64_t args[SV_SHM_CALL_ARGS], int 
     if (rc) return rc;
     if (rank == S.rank) {
         int32_t status;
-        run(rank, static_cast<uint16_t>(index), args, &status);
+        run(rank, static_cast<unsigned>(index), args, &status);
         return 0;
     }
-    return enqueue(*p, index, args, kCallNoReply, timeout_ms < 0 ? -1 : now_ns() + int64_t(timeout_ms) * 1000000);
+    return enqueue(*p, index, args, kCallNoReply, 0, timeout_ms < 0 ? -1 : now_ns() + int64_t(timeout_ms) * 1000000);
 }
 
 }  // extern "C"

@@ -49,7 +49,7 @@ struct ExportSlot {
     std::atomic<uint32_t> pad;
 };
 static_assert(sizeof(ExportSlot) == 32);
-constexpr uint32_t kMaxExports = 1024;  // SV_SHM_MAX_EXPORTS
+constexpr uint32_t kMaxExports = 1024 + 2;  // SV_SHM_MAX_EXPORTS, and the heap and data segment
 
 struct ExportTable {
     Line seq;                   // odd while the owner changes the slots (a sequence lock)
@@ -62,18 +62,21 @@ struct ExportTable {
 // A bounded queue after D. Vyukov's: cell i's seq is i when free for the producer that
 // takes ticket i, i+1 once that producer has filled it, i+capacity once the owner has
 // consumed it.
-constexpr uint16_t kCallNoReply = 1;
+constexpr uint8_t kCallNoReply = 1;
 struct alignas(kLine) CallCell {
     std::atomic<uint64_t> seq;
-    uint32_t src;      // the caller's rank
-    uint16_t handler;
-    uint16_t flags;    // kCallNoReply
+    uint16_t src;      // the caller's rank
+    uint8_t handler;
+    uint8_t flags;     // kCallNoReply
+    uint32_t id;       // the caller's number for the call, echoed in the reply
     uint64_t args[6];  // SV_SHM_CALL_ARGS
 };
 static_assert(sizeof(CallCell) == kLine);
 
-// A caller's reply slot (in the caller's block; the owner of the called queue writes it):
-// value and status, then ready = 1 (release). At most one call of a process waits at a time.
+// A caller's reply slots, one per process of the host (in the caller's block; process i
+// writes slot i, and only it): value and status, then ready = the call's id (release).
+// A reply to a call the caller gave up on (its owner seemed gone) carries an old id and
+// is never taken for a later call's; one writer per slot keeps the three words whole.
 struct alignas(kLine) ReplySlot {
     std::atomic<uint32_t> ready;
     std::atomic<int32_t> status;
@@ -88,7 +91,7 @@ struct CtlLayout {
     uint32_t local_count = 0;
     uint32_t ring_cap = 0;     // a power of two, at least twice the local processes
     size_t exports = 0;        // ExportTable
-    size_t reply = 0;          // ReplySlot
+    size_t reply = 0;          // ReplySlot[local_count]
     size_t ring_tail = 0;      // Line: the producers' ticket counter
     size_t ring = 0;           // CallCell[ring_cap]
     size_t dissem = 0;         // Line[kMaxRounds]: round k's flag, written by one partner
@@ -108,7 +111,7 @@ struct CtlLayout {
             return here;
         };
         l.exports = take(sizeof(ExportTable));
-        l.reply = take(sizeof(ReplySlot));
+        l.reply = take(sizeof(ReplySlot) * local_count);
         l.ring_tail = take(sizeof(Line));
         l.ring = take(sizeof(CallCell) * l.ring_cap);
         l.dissem = take(sizeof(Line) * kMaxRounds);
@@ -126,7 +129,7 @@ struct Ctl {
 
     CtlHeader* header() const { return reinterpret_cast<CtlHeader*>(base); }
     ExportTable* exports() const { return reinterpret_cast<ExportTable*>(base + l->exports); }
-    ReplySlot* reply() const { return reinterpret_cast<ReplySlot*>(base + l->reply); }
+    ReplySlot* reply(uint32_t from) const { return reinterpret_cast<ReplySlot*>(base + l->reply) + from; }
     Line* ring_tail() const { return reinterpret_cast<Line*>(base + l->ring_tail); }
     CallCell* ring() const { return reinterpret_cast<CallCell*>(base + l->ring); }
     Line* dissem(int round) const { return reinterpret_cast<Line*>(base + l->dissem) + round; }

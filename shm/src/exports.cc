@@ -1,6 +1,7 @@
 // exports.cc -- what a process lets its peers reach: the export table in its control
 // block (written by the owner under a sequence lock, read by peers), segment ids,
 // attaching and detaching, and translation of a peer's address into a local one.
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -38,7 +39,8 @@ int add_export(uint64_t lo, uint64_t hi, uint32_t index, uint32_t flags, uint32_
             at = i;
             break;
         }
-    if (at == kMaxExports) return fail(ENOSPC, "sv_shm_export: %u ranges are exported already (SV_SHM_MAX_EXPORTS)", kMaxExports);
+    if (at == kMaxExports)
+        return fail(ENOSPC, "sv_shm_export: %d ranges are exported already (SV_SHM_MAX_EXPORTS)", SV_SHM_MAX_EXPORTS);
     write_begin(t);
     ExportSlot& s = t->slot[at];
     s.lo.store(lo, std::memory_order_relaxed);
@@ -62,14 +64,19 @@ inline char* view_of(const Peer& p, uint64_t addr, uint64_t len) {
     return nullptr;
 }
 
-// The reader half; match picks the slot. Bounded: an owner that died inside its write
-// leaves the count odd for good, and its table is then no one's.
+// The reader half; match picks the slot.
 template <class Match>
 bool read_table(const Peer& p, Match match, ExportView* out) {
     const ExportTable* t = p.ctl.exports();
-    for (unsigned tries = 0; tries < (1u << 20); tries++) {
+    for (unsigned tries = 1;; tries++) {
         const uint64_t s1 = t->seq.v.load(std::memory_order_acquire);  // pairs with write_end
-        if (s1 & 1) continue;
+        if (s1 & 1) {
+            // The owner is changing the table, and may have been preempted doing it: let
+            // it run, and give up only once it is gone (its table is then no one's).
+            if ((tries & 63) == 0) sched_yield();
+            if ((tries & 4095) == 0 && p.rank != S.rank && (peers_alive(), is_gone(p))) return false;
+            continue;
+        }
         // Exports may nest (one inside the heap): the smallest that matches is the answer.
         bool found = false;
         ExportView best{};
@@ -88,7 +95,6 @@ bool read_table(const Peer& p, Match match, ExportView* out) {
         if (found) *out = best;
         return found;
     }
-    return false;
 }
 
 // Decodes a segment id of this job into its owner (a live same-host process) and export.
@@ -105,7 +111,7 @@ int resolve(sv_shm_segid_t segid, Peer** owner, ExportView* e) {
     Peer* p = peer_of(rank);
     if (!p) return fail(EREMOTE, "segment id %#llx is process %d's, which runs on another host", (unsigned long long)segid, rank);
     peers_alive();
-    if (p->gone) return fail(ESRCH, "segment id %#llx: process %d (pid %d) has exited", (unsigned long long)segid, rank, p->pid);
+    if (is_gone(*p)) return fail(ESRCH, "segment id %#llx: process %d (pid %d) has exited", (unsigned long long)segid, rank, p->pid);
     if (!find_export_by_index(*p, index, e))
         return fail(ENOENT, "segment id %#llx: process %d exports no segment %u (never, or withdrawn)", (unsigned long long)segid, rank, index);
     *owner = p;
@@ -177,6 +183,7 @@ int sv_shm_unexport(sv_shm_segid_t segid) {
         return fail(EINVAL, "sv_shm_unexport: segment id %#llx is not this process's", (unsigned long long)segid);
     if (index == SV_SHM_SEG_HEAP || index == SV_SHM_SEG_DATA)
         return fail(EINVAL, "sv_shm_unexport: the heap and the data segment stay exported for the job's life");
+    if (index == 0) return fail(EINVAL, "sv_shm_unexport: segment id %#llx names no segment", (unsigned long long)segid);
     ExportTable* t = my_ctl().exports();
     const uint32_t used = t->used.load(std::memory_order_relaxed);
     for (uint32_t i = 0; i < used; i++) {

@@ -17,6 +17,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory atomics
 struct Info {
     uint64_t magic;
     int64_t pid;
+    uint64_t sock_nonce;  // the random part of its start-up socket's name
     uint64_t uid;
     uint64_t host;  // identity of the host: kernel boot, network and PID namespaces
     uint64_t heap_base, heap_size;
@@ -29,7 +30,7 @@ struct Peer {
     int rank = -1;
     pid_t pid = 0;
     int pidfd = -1;          // readable once the process has exited
-    bool gone = false;
+    bool gone = false;       // read and written with __atomic builtins (is_gone): any thread may ask
     char* heap_view = nullptr;  // its heap memfd (heap, then control block), mapped here
     uint64_t view_size = 0;
     char* data_view = nullptr;  // its data segment, mapped here (or nullptr)
@@ -47,6 +48,8 @@ struct Attachment {
 
 struct State {
     bool up = false;
+    bool made = false;     // this process's heap exists: sv_shm_init runs once per process
+    uint64_t sock_nonce = 0;
     int rank = -1, size = 0;
     uint32_t job_tag = 0;  // 24 bits, never 0
     uint8_t key[16]{};     // the job's secret: proves membership in the start-up exchange
@@ -69,6 +72,7 @@ struct State {
     sv_shm_handler_fn handlers[SV_SHM_MAX_HANDLERS]{};
     void* handler_ctx[SV_SHM_MAX_HANDLERS]{};
     bool in_handler = false;
+    uint32_t call_id = 0;    // the last call's number (0 is never used)
     void (*progress)(void*) = nullptr;
     void* progress_arg = nullptr;
     // barrier
@@ -90,6 +94,7 @@ inline Peer* peer_of(int rank) {
     return li < 0 ? nullptr : &S.peers[static_cast<size_t>(li)];
 }
 inline Ctl& my_ctl() { return S.peers[static_cast<size_t>(S.my_local)].ctl; }
+inline bool is_gone(const Peer& p) { return __atomic_load_n(&p.gone, __ATOMIC_RELAXED); }
 
 // Segment ids: job tag (24 bits) | rank (16) | index (24).
 inline sv_shm_segid_t make_segid(int rank, uint32_t index) {
@@ -107,6 +112,7 @@ void add_own_exports();
 // handoff.cc: the start-up exchange of memfds between the processes of this host.
 int handoff_listen();  // before the allgather
 int handoff(int timeout_ms);
+void handoff_close();  // the listener, when start-up fails before handoff
 // exports.cc: the owner's lookup of an export (a seqlock read of rank's table).
 struct ExportView {
     uint64_t lo, hi;
@@ -116,11 +122,15 @@ bool find_export(const Peer& p, uint64_t addr, uint64_t len, ExportView* out);
 bool find_export_by_index(const Peer& p, uint32_t index, ExportView* out);
 // liveness (job.cc): marks exited peers; true if every one is alive.
 bool peers_alive();
-// A waiting loop's turn (barrier.cc): serves this process's calls, runs the progress
+// A waiting loop's turn (calls.cc): serves this process's calls, runs the progress
 // function, checks liveness every few milliseconds and gives the core away after a
-// while idle. Returns -ESRCH (error set) when a same-host process is gone.
+// while idle. Returns -ESRCH (error set) when the process the wait depends on (the one
+// whose action ends it) has exited; another's exit does not end this wait (it may have
+// left the job's last barrier, as it may).
 struct Waiter {
+    const Peer* on;
     unsigned turns = 0;
+    explicit Waiter(const Peer* depends_on) : on(depends_on) {}
     int turn();
 };
 

@@ -93,6 +93,9 @@ void undo_init() {
     }
     for (int* fd : {&S.heap_fd, &S.data_fd})
         if (*fd >= 0) close(*fd), *fd = -1;
+    handoff_close();
+    if (S.ctl_base) munmap(S.ctl_base, S.layout.size);
+    S.ctl_base = nullptr;
     // The heap and a moved data segment stay: the program's variables live there now.
     S.peers.clear();
     S.up = false;
@@ -112,11 +115,12 @@ int start(const sv_shm_config& cfg) {
     S.job_tag = static_cast<uint32_t>(fnv1a(0xcbf29ce484222325ull, S.key, sizeof S.key) & 0xffffff);
     if (S.job_tag == 0) S.job_tag = 1;
     if ((rc = make_heap(cfg))) return rc;
+    S.made = true;  // from here on, what this process made shared stays so
     if ((cfg.flags & SV_SHM_MOVE_DATA) && (rc = move_data_segment())) return rc;
 
     // Listening before the allgather: a peer that hears of this process can reach it.
     if ((rc = handoff_listen())) return rc;
-    Info mine{kInfoMagic, getpid(), geteuid(), host, S.heap_base, S.heap_size, S.data_lo, S.data_hi, cfg.flags};
+    Info mine{kInfoMagic, getpid(), S.sock_nonce, geteuid(), host, S.heap_base, S.heap_size, S.data_lo, S.data_hi, cfg.flags};
     S.infos.assign(static_cast<size_t>(size), Info{});
     rc = sv_boot_allgather(&mine, sizeof mine, S.infos.data(), cfg.timeout_ms);
     if (rc != 0) return fail(-rc, "cannot exchange start-up information through the launcher: %s", strerror(-rc));
@@ -207,14 +211,14 @@ bool peers_alive() {
     std::vector<pollfd> fds;
     fds.reserve(S.peers.size());
     for (const Peer& p : S.peers)
-        if (p.pidfd >= 0 && !p.gone) fds.push_back(pollfd{p.pidfd, POLLIN, 0});
+        if (p.pidfd >= 0 && !is_gone(p)) fds.push_back(pollfd{p.pidfd, POLLIN, 0});
     if (fds.empty()) return S.lost_rank < 0;
     if (poll(fds.data(), fds.size(), 0) <= 0) return S.lost_rank < 0;
     for (const pollfd& f : fds) {
         if (!(f.revents & (POLLIN | POLLHUP | POLLERR))) continue;
         for (Peer& p : S.peers)
             if (p.pidfd == f.fd) {
-                p.gone = true;
+                __atomic_store_n(&p.gone, true, __ATOMIC_RELAXED);
                 if (S.lost_rank < 0) S.lost_rank = p.rank;
             }
     }
@@ -234,7 +238,9 @@ void sv_shm_config_default(sv_shm_config* cfg) {
 
 int sv_shm_init(const sv_shm_config* cfg) {
     clear_error();
-    if (S.up) return fail(EALREADY, "sv_shm_init: already initialised (sv_shm_finalize first)");
+    if (S.up || S.made)
+        return fail(EALREADY, "sv_shm_init: this process %s: it runs once per process (its heap and data segment stay "
+                    "shared for the process's life)", S.up ? "is initialised already" : "made its memory shared before");
     sv_shm_config d;
     sv_shm_config_default(&d);
     const int rc = start(cfg ? *cfg : d);
@@ -278,7 +284,7 @@ int sv_shm_is_alive(int rank) {
     const Peer* p = peer_of(rank);
     if (!p) return fail(EINVAL, "sv_shm_is_alive: rank %d is not a process of this host", rank);
     peers_alive();
-    return p->gone ? 0 : 1;
+    return is_gone(*p) ? 0 : 1;
 }
 
 int sv_shm_host_count(void) { return S.up ? static_cast<int>(S.host_leader.size()) : 0; }

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "internal.h"
 
@@ -40,6 +41,7 @@ int seal(int fd) { return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F
 // relocation (RELRO): [lo, hi) in whole pages.
 struct DataRange {
     uint64_t lo = 0, hi = 0;
+    uint64_t file_hi = 0;  // end of the part loaded from the file (.data); .bss after it
 };
 int find_data(dl_phdr_info* info, size_t, void* out) {
     auto* r = static_cast<DataRange*>(out);
@@ -51,21 +53,55 @@ int find_data(dl_phdr_info* info, size_t, void* out) {
         if (ph.p_type == PT_LOAD && (ph.p_flags & PF_W) && ph.p_memsz) {
             r->lo = r->lo ? std::min(r->lo, page_down(lo)) : page_down(lo);
             r->hi = std::max(r->hi, page_up(hi));
+            r->file_hi = std::max(r->file_hi, page_up(lo + ph.p_filesz));
         }
     }
     if (relro_end > r->lo && relro_end <= r->hi) r->lo = relro_end;
     return 1;  // the first object is the executable
 }
 
-// Copies without going through the sanitizers' interceptors: the data segment holds
-// their redzones around globals, which they would report as read.
-int raw_pwrite_all(int fd, const void* src, uint64_t n) {
+// Copies [src, src+n) to offset at of fd without going through the sanitizers'
+// interceptors: the data segment holds their redzones around globals, which they would
+// report as read.
+int raw_pwrite_all(int fd, const char* src, uint64_t n, uint64_t at) {
     uint64_t done = 0;
     while (done < n) {
-        const long w = syscall(SYS_pwrite64, fd, static_cast<const char*>(src) + done, n - done, done);
+        const long w = syscall(SYS_pwrite64, fd, src + done, n - done, at + done);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return -1;
         done += static_cast<uint64_t>(w);
+    }
+    return 0;
+}
+
+// Copies the segment into the memfd: the part loaded from the file whole; of .bss only
+// the pages the process has touched, present in memory or swapped out (/proc/self/pagemap
+// bits 63 and 62). A page never touched is zero, as the sparse memfd is already: a
+// program with a large static array does not commit it by starting. Without pagemap,
+// everything is copied.
+int copy_segment(int fd, const DataRange& r) {
+    const uint64_t file_hi = std::min(std::max(r.file_hi, r.lo), r.hi);
+    if (raw_pwrite_all(fd, reinterpret_cast<const char*>(r.lo), file_hi - r.lo, 0) != 0) return -1;
+    const uint64_t pages = (r.hi - file_hi) / kPage;
+    if (pages == 0) return 0;
+    std::vector<uint64_t> entry(pages);
+    const int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    const ssize_t want = static_cast<ssize_t>(pages * sizeof(uint64_t));
+    const bool known = pm >= 0 && pread(pm, entry.data(), static_cast<size_t>(want),
+                                        static_cast<off_t>(file_hi / kPage * sizeof(uint64_t))) == want;
+    if (pm >= 0) close(pm);
+    if (!known) return raw_pwrite_all(fd, reinterpret_cast<const char*>(file_hi), r.hi - file_hi, file_hi - r.lo);
+    constexpr uint64_t kTouched = (1ull << 63) | (1ull << 62);  // present, swapped
+    for (uint64_t i = 0; i < pages;) {
+        if (!(entry[i] & kTouched)) {
+            i++;
+            continue;
+        }
+        uint64_t j = i;
+        while (j < pages && (entry[j] & kTouched)) j++;  // a run of touched pages, one write
+        const uint64_t at = file_hi + i * kPage;
+        if (raw_pwrite_all(fd, reinterpret_cast<const char*>(at), (j - i) * kPage, at - r.lo) != 0) return -1;
+        i = j;
     }
     return 0;
 }
@@ -87,8 +123,10 @@ int make_heap(const sv_shm_config& cfg) {
         if (e == EEXIST)
             return fail(EEXIST, "heap_base %#llx: %llu bytes there are already in use in this process",
                         (unsigned long long)S.heap_base, (unsigned long long)S.heap_size);
-        return fail(e, "heap_size %llu at heap_base %#llx: cannot map the heap: %s (larger than the address space "
-                    "allows?)", (unsigned long long)S.heap_size, (unsigned long long)S.heap_base, strerror(e));
+        return fail(e, "heap_size %llu at heap_base %#llx: cannot map the heap: %s%s", (unsigned long long)S.heap_size,
+                    (unsigned long long)S.heap_base, strerror(e),
+                    e == ENOMEM ? " (larger than the address space allows)"
+                    : e == EPERM ? " (heap_base below the lowest address a process may map, vm.mmap_min_addr)" : "");
     }
     if (reinterpret_cast<uint64_t>(p) != S.heap_base) {  // a kernel without MAP_FIXED_NOREPLACE
         munmap(p, S.heap_size);
@@ -108,7 +146,7 @@ int move_data_segment() {
     const uint64_t n = r.hi - r.lo;
     S.data_fd = new_memfd("softvia-shm-data");
     if (S.data_fd < 0) return fail(errno, "memfd_create for the data segment: %s", strerror(errno));
-    if (ftruncate(S.data_fd, static_cast<off_t>(n)) != 0 || raw_pwrite_all(S.data_fd, reinterpret_cast<void*>(r.lo), n) != 0)
+    if (ftruncate(S.data_fd, static_cast<off_t>(n)) != 0 || copy_segment(S.data_fd, r) != 0)
         return fail(errno, "cannot copy the data segment (%#llx-%#llx) into its memfd: %s", (unsigned long long)r.lo,
                     (unsigned long long)r.hi, strerror(errno));
     const long m = syscall(SYS_mmap, r.lo, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, S.data_fd, 0);

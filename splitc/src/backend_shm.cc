@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <string>
 #include <vector>
 
 #include "backend.h"
@@ -83,7 +84,7 @@ class ShmBackend final : public Backend {
 public:
     explicit ShmBackend(Backend* (*make_net)()) : make_net_(make_net) {}
 
-    const char* name() const override { return name_; }
+    const char* name() const override { return name_.c_str(); }
 
     bool start() override {
         // Symmetric memory the back end needs, zeroed now: before the network back end
@@ -95,7 +96,7 @@ public:
         if (sv_shm_host_count() > 1) {
             net_ = make_net_();
             if (!net_->start()) return false;
-            snprintf(name_, sizeof name_, "shm+%s", net_->name());
+            name_ = std::string("shm+") + net_->name();
             sv_shm_set_progress([](void* b) { static_cast<Backend*>(b)->poll(); }, net_);
         }
         if (sv_shm_set_handler(H_ATOMIC, h_atomic, nullptr) || sv_shm_set_handler(H_EXIT, h_exit, nullptr)) {
@@ -177,7 +178,7 @@ public:
         if (rc == -EACCES)
             bad_gptr(call, p, r.addr, r.kind == AtomicKind::kCall ? 1 : sizeof(long),
                      "not global memory of that process (or, for atomic_call, a function outside the program)");
-        if (rc) shm_fatal(rc, call_name(call));
+        if (rc) lost_or_fatal(rc, call_name(call));
         return result;
     }
 
@@ -200,7 +201,7 @@ public:
 
     void barrier() override {
         const int rc = sv_shm_barrier(net_ ? between : nullptr, this);
-        if (rc) shm_fatal(rc, "barrier");
+        if (rc) lost_or_fatal(rc, "barrier");
     }
 
     // The processes of this host are told through their call queues (they exit when they
@@ -243,7 +244,7 @@ private:
             return;
         }
         const int rc = write ? sv_shm_write(p, a, buf, n) : sv_shm_read(p, buf, a, n);
-        if (rc) shm_fatal(rc, call_name(call));
+        if (rc) lost_or_fatal(rc, call_name(call));
     }
 
     // Every few thousand direct operations: serve the call queue (an exit request, peers'
@@ -261,7 +262,19 @@ private:
         if (t - last_check_ < 2000000) return;
         last_check_ = t;
         const int rc = sv_shm_check_peers();
-        if (rc) shm_fatal(rc, "a process of this host is gone");
+        if (rc) lost_or_fatal(rc, "a process of this host is gone");
+    }
+
+    // A process of this host is gone. It may have been told to exit by splitc_exit, which
+    // tells one process after another: this one's exit request may be on its way. Serve
+    // requests for a moment before calling it lost.
+    [[noreturn]] void lost_or_fatal(int rc, const char* what) {
+        if (rc == -ESRCH)
+            for (const int64_t until = now_ns() + 100000000; now_ns() < until;) {
+                sv_shm_poll();
+                if (net_) net_->poll();
+            }
+        shm_fatal(rc, what);
     }
 
     // The host's first process, once all of the host have arrived: a dissemination
@@ -285,7 +298,7 @@ private:
 
     Backend* (*make_net_)();
     Backend* net_ = nullptr;
-    char name_[48] = "shm";
+    std::string name_ = "shm";
     Range heap_{0, 0};
     std::vector<PeerView> peers_;
     uint64_t* slots_ = nullptr;      // symmetric: slot i counts bytes stored here by this host's i-th process

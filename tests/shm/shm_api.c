@@ -6,6 +6,11 @@
  *                              others must get -ESRCH from every call that needs it
  *   shm_api config             (one process) bad configurations, each refused with the
  *                              argument named, then a good one
+ *   shm_api startup            start-up only: the layout seen through every view, a barrier
+ *   shm_api exitrace           a barrier, a few ms of work, a barrier, and out at once (no
+ *                              finalize), as a Split-C job ends: with more processes than
+ *                              cores, the first out must not make a slower one's last
+ *                              barrier fail
  *   shm_api hold FILE          a victim job for shm_isolation.sh: each process exports a
  *                              stack range, writes FILE.<rank> (pid, segment ids, heap
  *                              address), then waits (polling) until FILE.done exists
@@ -61,6 +66,18 @@ static long checks;
 long g_rank_word = -1;        /* .data: each process's rank, read by the others */
 long g_counter;               /* .bss: counted by calls */
 unsigned char g_bytes[10000]; /* .bss: written by the previous same-host process */
+char g_big[256 << 20];        /* .bss: only two pages touched; moving the segment must not commit the rest */
+
+/* Resident shared memory of this process (RssShmem), KiB. */
+static long rss_shmem_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssShmem: %ld", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb;
+}
 
 static uint8_t pattern(size_t i, int seed) { return (uint8_t)(i * 131 + (size_t)seed * 7 + (i >> 8)); }
 
@@ -372,6 +389,7 @@ static void run_config(void) {
     OK(sv_shm_barrier(NULL, NULL));
     OK(sv_shm_finalize());
     CHECK(sv_shm_rank() == -1, "finalized");
+    REFUSED(sv_shm_init(&c), EALREADY, "once per process");
 }
 
 static void run_hold(const char *file) {
@@ -462,9 +480,31 @@ int main(int argc, char **argv) {
     sv_shm_config cfg;
     sv_shm_config_default(&cfg);
     cfg.heap_size = 16 << 20;
+    g_big[0] = 42;
+    g_big[200 << 20] = 7;
+    g_rank_word = -2;
     OK(sv_shm_init(&cfg));
     me = sv_shm_rank();
-    if (!strcmp(mode, "intrude") && argc == 4)
+    /* The move kept the values, and copied only what was touched of the 256 MiB array. */
+    CHECK(g_big[0] == 42 && g_big[200 << 20] == 7 && g_big[100 << 20] == 0 && g_rank_word == -2,
+          "the data segment's values after the move");
+    CHECK(rss_shmem_kb() < 32 * 1024, "the data segment's move committed %ld KiB of shared memory", rss_shmem_kb());
+    if (!strcmp(mode, "startup")) {
+        g_rank_word = me;
+        OK(sv_shm_barrier(NULL, NULL));
+        for (int k = 0; k < sv_shm_local_size(); k++) {
+            const long *v = sv_shm_translate(sv_shm_local_rank(k), (uint64_t)&g_rank_word, sizeof(long));
+            CHECK(v && *v == sv_shm_local_rank(k), "process %d's g_rank_word through the view", sv_shm_local_rank(k));
+        }
+    } else if (!strcmp(mode, "exitrace")) {
+        OK(sv_shm_barrier(NULL, NULL));
+        const struct timespec t = {0, 5 * 1000000L};
+        nanosleep(&t, NULL);
+        OK(sv_shm_barrier(NULL, NULL));
+        printf("shm_api exitrace: process %d out\n", me);
+        fflush(stdout);
+        _exit(0);
+    } else if (!strcmp(mode, "intrude") && argc == 4)
         run_intrude(argv[2], atoi(argv[3]));
     else if (!strcmp(mode, "all"))
         run_all(adds);

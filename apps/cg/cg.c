@@ -12,7 +12,8 @@
  * Split-C's stores, as the paper's CG uses them); dot products are all_reduce sums.
  *
  *   softvia-run -n P cg [--size S|small|W|A|paper] [--t1 S] [--reps N]
- *     small is class S (1400 rows); paper: 4096 rows, 7 + 1 nonzeros a row vector */
+ *     paper: 4096 rows, 7 + 1 nonzeros a row vector, 15 iterations; small (the tests'):
+ *     500 rows, 5 + 1, 3 iterations; both checked against process 0's own run */
 #include <stdint.h>
 
 #include "../common/app.h"
@@ -157,6 +158,12 @@ static csr makea(const klass *k, int r0, int r1) {
     return A;
 }
 
+static void free_csr(csr *A) {
+    free(A->rowstr);
+    free(A->colidx);
+    free(A->a);
+}
+
 /* ---- the solver, on rows r0..r1 of P processes (P = 1: process 0's own reference run) ---- */
 typedef struct {
     int P, me, r0, r1, n;
@@ -245,15 +252,16 @@ static double solve(const klass *k, const part *w, double *seconds, double *rnor
 
 int splitc_main(int argc, char **argv) {
     app_opts o = app_parse("cg", argc, argv, sizes, NULL);
-    klass k = {1400, 7, 15, 10.0, 8.5971775078648}; /* S (and small) */
+    klass k = {1400, 7, 15, 10.0, 8.5971775078648}; /* S */
     if (!strcmp(o.size, "W")) k = (klass){7000, 8, 15, 12.0, 10.362595087124};
     if (!strcmp(o.size, "A")) k = (klass){14000, 11, 15, 20.0, 17.130235054029};
     if (!strcmp(o.size, "paper")) k = (klass){4096, 7, 15, 10.0, 0};
+    if (!strcmp(o.size, "small")) k = (klass){500, 5, 3, 10.0, 0};
     const int P = PROCS, me = MYPROC;
     const int r0 = row_lo(k.na, P, me), r1 = row_lo(k.na, P, me + 1);
     tran = 314159265.0;
     npb_randlc(&tran, amult); /* NPB draws once before makea */
-    const csr A = makea(&k, r0, r1);
+    csr A = makea(&k, r0, r1);
     double *pfull = NULL;
     if (P > 1 && !(pfull = all_malloc(sizeof(double) * (size_t)k.na)))
         app_die("cg", "the symmetric heap cannot hold a vector of %d doubles", k.na);
@@ -270,10 +278,11 @@ int splitc_main(int argc, char **argv) {
         if (me == 0) {
             tran = 314159265.0;
             npb_randlc(&tran, amult);
-            const csr whole = makea(&k, 0, k.na);
+            csr whole = makea(&k, 0, k.na);
             const part alone = {1, 0, 0, k.na, k.na, &whole, NULL};
             double t, rn;
             ref0 = solve(&k, &alone, &t, &rn);
+            free_csr(&whole);
         }
         ref = all_bcast_double(ref0);
     }
@@ -283,6 +292,8 @@ int splitc_main(int argc, char **argv) {
         printf("cg: na %d, nonzer %d, %d iterations, shift %g: zeta %.13f, %s %.13f, relative error %.2e (at most 1e-10), "
                "residual %.3e\n",
                k.na, k.nonzer, k.niter, k.shift, zeta, k.zeta_ref ? "NPB" : "one process", ref, err, rnorm);
+    free_csr(&A);
+    if (pfull) all_free(pfull);
     const double mflops = 2.0 * k.niter * k.na *
                           (3.0 + k.nonzer * (k.nonzer + 1.0) + 25.0 * (5.0 + k.nonzer * (k.nonzer + 1.0)) + 3.0) / best / 1e6;
     return app_report(&o, best, mflops, "Mflop/s", ok);

@@ -197,5 +197,7 @@ int splitc_main(int argc, char **argv) {
         printf("cholesky: n %d in %dx%d blocks of %dx%d, process grid %dx%d\n", n, nb, nb, B, B, pr, pc);
     if (!ok && MYPROC == 0) fprintf(stderr, "cholesky: a diagonal block is not positive definite\n");
     ok = ok && check();
+    all_free(store);
+    free(offset);
     return app_report(&o, best, (double)n * n * n / 3.0 / best / 1e6, "Mflop/s", ok);
 }

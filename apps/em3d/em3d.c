@@ -275,5 +275,10 @@ int splitc_main(int argc, char **argv) {
         printf("em3d: %d E and %d H nodes per process, degree %d, %d steps; %ld ghost values pushed per half-step pair\n",
                pa.n, pa.n, pa.degree, pa.steps, remote);
     const int ok = check(&pa, &s);
+    for (int k = 0; k < 2; k++) {
+        free(s.src[k]), free(s.w[k]), free(s.send_idx[k]), free(s.send_from[k]), free(s.send_len[k]);
+        free(s.send_at[k]), free(s.sendbuf[k]);
+    }
+    for (int k = 1; k >= 0; k--) all_free(s.ghost[k]), all_free(s.val[k]);
     return app_report(&o, best, mflops, "Mflop/s", ok);
 }

@@ -343,5 +343,8 @@ int splitc_main(int argc, char **argv) {
     const double transforms = ref ? 1.0 + niter : 2.0;
     const double flops = transforms * 5.0 * (double)N * log2((double)N) + (ref ? niter * 6.0 * (double)N : 0);
     if (MYPROC == 0) printf("fft3d: %dx%dx%d, %d process(es)\n", nx, ny, nz, P);
+    all_free(stage_ba);
+    all_free(stage_ab);
+    free(sendbuf), free(tmp), free(px.w), free(py.w), free(pz.w);
     return app_report(&o, seconds, flops / seconds / 1e6, "Mflop/s", ok);
 }

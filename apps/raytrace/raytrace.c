@@ -354,5 +354,7 @@ int splitc_main(int argc, char **argv) {
         free(alone);
     }
     ok = all_reduce_to_all_min_int(ok);
+    all_free(image);
+    free(rows), free(tris), free(nodes), free(order);
     return app_report(&o, best, (double)total_rays / best / 1e6, "Mrays/s", ok);
 }

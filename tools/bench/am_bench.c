@@ -2,8 +2,8 @@
  * am_bench -- Active Messages (AM-2 over VIPL) between two processes.
  *
  *   softvia-run -n 2 --pin am_bench [--mode steer|marshal] [--iters N] [--msgs N]
- *                                    [--csv FILE] [--label TEXT] [--only lat|rate|logp]
- *                                    [--logp-csv FILE]
+ *                                    [--csv FILE] [--label TEXT] [--only lat|rate|logp|sizes]
+ *                                    [--logp-csv FILE] [--sizes LIST]
  *
  * lat:  rank 0 sends a short request with 2 arguments (8 bytes), rank 1's handler
  *       replies with 2 arguments, rank 0 polls until the reply handler ran; one-way =
@@ -18,6 +18,12 @@
  *       of 32 meanwhile, and rank 1 times how long its polls take to handle them all
  *       (with inline progress that includes its NIC's receive work, which the host
  *       CPU does). L = one-way latency - o_s - o_r. CSV with --logp-csv.
+ * sizes: the paper's Figure 6-1 for medium messages of each size in --sizes (default 4 to
+ *       4096 bytes): one-way time (a medium request of n bytes whose handler answers with a
+ *       medium reply of n bytes; half the round trip, median and p99) and streaming
+ *       bandwidth (a stream of medium requests of n bytes, handlers that do not reply,
+ *       until rank 1 has run them all). CSV: am_size_lat,<label>,n,median,p99,, and
+ *       am_size_bw,<label>,n,,,MB/s,msgs/s.
  * The mode (firmware request/reply steering or host marshalling) applies to both ranks.
  */
 #define _GNU_SOURCE
@@ -61,6 +67,56 @@ static void done_rep(void *token, int diff) { (void)token; done_diff = diff; don
 
 static void wait_replies(volatile int *c, int want) {
     while (*c < want) AM_Poll(eb);
+}
+
+/* medium messages (sizes) */
+static char medbuf[65536];
+static void mping(void *token, void *buf, size_t n) { AM_ReplyI0(token, 11, buf, n); }
+static void mpong(void *token, void *buf, size_t n) { (void)token; (void)buf; (void)n; replies++; }
+static void msink(void *token, void *buf, size_t n) { (void)token; (void)buf; (void)n; received++; }
+
+static void sizes_run(const char *list, int iters, int msgs, FILE *csv, const char *label) {
+    char *copy = strdup(list), *save = NULL;
+    uint64_t *t = malloc(sizeof(uint64_t) * (size_t)iters);
+    if (rank == 0) printf("%-10s %8s %10s %10s %12s\n", "op", "bytes", "median_us", "p99_us", "MB/s");
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const int n = atoi(tok);
+        if (n < 1 || n > AM_MaxMedium()) DIE("--sizes: %s is not a medium message size (1 to %d)", tok, AM_MaxMedium());
+        CK(AMX_SPMDBarrier());
+        if (rank == 0) {
+            const int warm = iters / 10 + 10;
+            for (int i = -warm; i < iters; i++) {
+                const int want = replies + 1;
+                const uint64_t t0 = now_ns();
+                CK(AM_RequestI0(ep, 1, 10, medbuf, (size_t)n));
+                wait_replies(&replies, want);
+                if (i >= 0) t[i] = now_ns() - t0;
+            }
+            qsort(t, (size_t)iters, sizeof *t, cmp_u64);
+            const double med = t[iters / 2] / 2000.0, p99 = t[(size_t)iters * 99 / 100] / 2000.0;
+            /* a stream of about msgs * 8 bytes, at least 2000 messages */
+            long count = (long)msgs * 8 / n;
+            if (count < 2000) count = 2000;
+            if (count > msgs) count = msgs;
+            const uint64_t s0 = now_ns();
+            for (long i = 0; i < count; i++) CK(AM_RequestI0(ep, 1, 12, medbuf, (size_t)n));
+            const int want = done_replies + 1;
+            CK(AM_Request1(ep, 1, 5, (int)count));
+            wait_replies(&done_replies, want);
+            const double secs = (now_ns() - s0) / 1e9;
+            if (done_diff != 0) DIE("sizes: receiver counted %d messages more than sent", done_diff);
+            printf("%-10s %8d %10.3f %10.3f %12.1f\n", "am_medium", n, med, p99, count * (double)n / secs / 1e6);
+            if (csv) {
+                fprintf(csv, "am_size_lat,%s,%d,%.4f,%.4f,,\n", label, n, med, p99);
+                fprintf(csv, "am_size_bw,%s,%d,,,%.2f,%.0f\n", label, n, count * (double)n / secs / 1e6, count / secs);
+            }
+        }
+        CK(AMX_SPMDBarrier());
+        if (rank == 1) received = 0;
+        CK(AMX_SPMDBarrier());
+    }
+    free(t);
+    free(copy);
 }
 
 static void latency(int iters, FILE *csv, const char *label) {
@@ -199,12 +255,13 @@ static void logp(const char *path, const char *label, double lat_us) {
 
 static void usage(void) {
     fprintf(stderr, "usage: softvia-run -n 2 --pin am_bench [--mode steer|marshal] [--iters N] [--msgs N]\n"
-                    "       [--csv FILE] [--label TEXT] [--only lat|rate|logp] [--logp-csv FILE]\n");
+                    "       [--csv FILE] [--label TEXT] [--only lat|rate|logp|sizes] [--logp-csv FILE] [--sizes LIST]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     const char *mode = "steer", *csvpath = NULL, *label = NULL, *only = NULL, *logp_csv = NULL;
+    const char *size_list = "4,16,64,256,1024,4096";
     int iters = 20000, msgs = 200000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -216,6 +273,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--label")) label = v;
         else if (!strcmp(a, "--only")) only = v;
         else if (!strcmp(a, "--logp-csv")) logp_csv = v;
+        else if (!strcmp(a, "--sizes")) size_list = v;
         else usage();
         i++;
     }
@@ -233,11 +291,15 @@ int main(int argc, char **argv) {
     CK(AM_SetHandler(ep, 7, hold_req));
     CK(AM_SetHandler(ep, 8, hold_rep));
     CK(AM_SetHandler(ep, 9, drain_report));
+    CK(AM_SetHandler(ep, 10, mping));
+    CK(AM_SetHandler(ep, 11, mpong));
+    CK(AM_SetHandler(ep, 12, msink));
     FILE *csv = NULL;
     if (rank == 0 && csvpath && !(csv = fopen(csvpath, "a"))) DIE("cannot open %s", csvpath);
     if (rank == 0) printf("# am_bench: shm, mode=%s, one-way latency in us\n", mode);
     if (!only || !strcmp(only, "lat")) latency(iters, csv, label);
     if (!only || !strcmp(only, "rate")) rate(msgs, csv, label);
+    if (only && !strcmp(only, "sizes")) sizes_run(size_list, iters, msgs, csv, label);
     if (only && !strcmp(only, "logp")) {
         /* one-way latency for L, then the signature; rank 1 times its handling */
         int warm = 1000;

@@ -20,7 +20,8 @@ packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
           libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils)  # verbs transport
 [[ $what == bench ]] && packages+=(ucx-utils dpdk-dev sockperf  # peers: ucx_perftest, dpdk-testpmd, sockperf
                                    openmpi-bin libopenmpi-dev gnuplot-nox)  # OpenSHMEM beside Split-C; plots
-[[ $what == test ]] && packages+=(clang libclang-rt-14-dev)  # libFuzzer
+[[ $what == test ]] && packages+=(clang libclang-rt-14-dev  # libFuzzer
+                                  gnuplot-nox)                # the reproduction command's quick run (ctest reproduce_quick)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -50,8 +51,9 @@ for preset in release asan; do
   # The ASan+UBSan pass leaves out the multi-host matrix: it runs the same programs as the
   # single-host multi-process and fault tests (which it does run), across namespaces, at
   # several times the release cost; the release pass runs it.
-  # The applications at the paper's sizes (label apps_paper) take minutes: not here.
-  select=(-LE apps_paper); [[ $preset == asan ]] && select=(-LE 'multihost|apps_paper')
+  # The applications at the paper's sizes (label apps_paper) take minutes: not here. The
+  # reproduction command's quick run measures: release only.
+  select=(-LE apps_paper); [[ $preset == asan ]] && select=(-LE 'multihost|apps_paper|reproduce')
   ctest --preset "$preset" -j2 "${select[@]}" || status=1
 done
 # The threaded firmware under ThreadSanitizer: the conformance programs with the firmware

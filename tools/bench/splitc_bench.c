@@ -17,7 +17,9 @@
  * all_store_sync, polling); two-way: both issue to each other at once.
  * barrier: the time of one barrier() of both processes.
  * Bulk (--sizes, default 4 B to 64 KiB in powers of 4): bulk_get, bulk_put, bulk_store
- * and bulk_read of that many bytes, one-way and two-way, as above.
+ * and bulk_read of that many bytes, one-way and two-way, as above. The local end is a
+ * malloc'd buffer, or with --local-heap one in the symmetric heap (global memory, which
+ * via-rel registers with its NIC: its bulk transfers can then go zero copy, by RDMA).
  *
  * Process 0 prints a table and, with --csv, appends lines
  *   splitc,<label>,<op>,<oneway|twoway>,<bytes>,<us per op>,<MB/s>
@@ -38,6 +40,7 @@ static int *prim;    /* all_malloc: the target of the primitives */
 static char *bulk;   /* all_malloc: the target of the bulk operations */
 static char *local;  /* a local buffer for bulk */
 static size_t bulk_max = 65536;
+static int local_heap;  /* --local-heap */
 
 static double now_us(void) {
     struct timespec ts;
@@ -159,6 +162,8 @@ int splitc_main(int argc, char **argv) {
             csv_path = argv[++i];
         } else if (!strcmp(argv[i], "--label") && i + 1 < argc) {
             label = argv[++i];
+        } else if (!strcmp(argv[i], "--local-heap")) {
+            local_heap = 1;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             only = argv[++i];
             if (strcmp(only, "prim") && strcmp(only, "bulk")) {
@@ -168,7 +173,7 @@ int splitc_main(int argc, char **argv) {
         } else {
             fprintf(stderr,
                     "usage: softvia-run -n 2 splitc_bench [--iters N] [--sizes LIST] [--csv FILE] [--label L] "
-                    "[--only prim|bulk]\n");
+                    "[--only prim|bulk] [--local-heap]\n");
             return 2;
         }
     }
@@ -185,7 +190,7 @@ int splitc_main(int argc, char **argv) {
         if (sizes[i] > bulk_max) bulk_max = sizes[i];
     prim = all_malloc(64 * sizeof(int));
     bulk = all_malloc(bulk_max);
-    local = malloc(bulk_max);
+    local = local_heap ? all_malloc(bulk_max) : malloc(bulk_max);
     memset(local, 7, bulk_max);
     if (MYPROC == 0)
         printf("# splitc_bench: back end %s, %d processes, label %s\n%-10s %-7s %7s %10s %10s\n", splitc_backend(),
@@ -216,8 +221,11 @@ int splitc_main(int argc, char **argv) {
             }
         }
     if (csv) fclose(csv);
+    if (local_heap)
+        all_free(local);
+    else
+        free(local);
     all_free(bulk);
     all_free(prim);
-    free(local);
     return 0;
 }

@@ -31,11 +31,14 @@ while (($#)); do
     *) build=$1; shift ;;
   esac
 done
+[[ -d $build ]] || { echo "reproduce.sh: no build directory $build (cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
+build=$(cd "$build" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 [[ -n $out ]] || out=$build/reproduction
 [[ -n $report ]] || { if ((quick)); then report=$out/reproduction.md; else report=$root/docs/reproduction.md; fi; }
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 run=$build/tools/launcher/softvia-run
 for f in "$run" "$build/tools/bench/am_bench" "$build/tools/bench/vipl_bench" "$build/tools/bench/splitc_bench" \
          "$build/apps/fft3d" "$build/apps/cg" "$build/apps/cholesky" "$build/apps/em3d" "$build/apps/raytrace"; do
@@ -92,7 +95,7 @@ for ((r = 1; r <= rounds; r++)); do
     label=rdma-$r; [[ $rd == 0 ]] && label=copy-$r
     extra=(); [[ $rd == 0 ]] && extra=(SPLITC_RDMA_MIN=0)
     env SPLITC_SHM=off SPLITC_BACKEND=via-rel "${extra[@]}" \
-      timeout 600 "$run" -n 2 --pin "$build/tools/bench/splitc_bench" --only bulk --sizes "$bsizes" \
+      timeout 600 "$run" -n 2 --pin "$build/tools/bench/splitc_bench" --only bulk --local-heap --sizes "$bsizes" \
       --iters "$((quick ? 300 : 3000))" --csv "$csvr" --label "$label" >/dev/null || failed+=("splitc_bench rdma=$rd")
   done
 done
@@ -130,8 +133,15 @@ done
 # ---- plots and the report ---------------------------------------------------------------------
 step "plots"
 "$here/reproduce_plot.sh" "$out" || failed+=("reproduce_plot.sh")
+# The report in docs/ links to copies of the figures under docs/figures/reproduction.
+figdir=$out
+if [[ $(realpath "$(dirname "$report")") == "$root/docs" ]]; then
+  figdir=$root/docs/figures/reproduction
+  mkdir -p "$figdir"
+  cp "$out"/*.png "$out"/*.csv "$out/splitc_compare.txt" "$figdir/"
+fi
 step "report: $report"
-"$here/reproduce_report.sh" "$out" "$report" "$quick" || failed+=("reproduce_report.sh")
+"$here/reproduce_report.sh" "$out" "$report" "$quick" "$figdir" || failed+=("reproduce_report.sh")
 for f in fig6-1.csv fig6-1.png fig6-2-steer.csv fig6-2-marshal.csv fig6-2.png fig6-3-6-4.csv fig6-3.png fig6-4.png \
          rdma.csv rdma.png fig6-5.csv fig6-5.png; do
   [[ -s $out/$f ]] || failed+=("$out/$f was not written")

@@ -52,8 +52,9 @@ for preset in release asan; do
   # single-host multi-process and fault tests (which it does run), across namespaces, at
   # several times the release cost; the release pass runs it.
   # The applications at the paper's sizes (label apps_paper) take minutes: not here. The
-  # reproduction command's quick run measures: release only.
-  select=(-LE apps_paper); [[ $preset == asan ]] && select=(-LE 'multihost|apps_paper|reproduce')
+  # reproduction command's quick run measures, and the Split-C and application jobs of 4
+  # processes (label n4) repeat their 2-process runs' code: release only.
+  select=(-LE apps_paper); [[ $preset == asan ]] && select=(-LE 'multihost|apps_paper|reproduce|n4')
   ctest --preset "$preset" -j2 "${select[@]}" || status=1
 done
 # The threaded firmware under ThreadSanitizer: the conformance programs with the firmware

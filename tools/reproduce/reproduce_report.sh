@@ -7,7 +7,7 @@ set -euo pipefail
 dir=${1:?usage: reproduce_report.sh DIR REPORT QUICK [FIGDIR]} report=${2:?} quick=${3:-0} figdir=${4:-$1}
 rel=$(realpath --relative-to="$(dirname "$(realpath "$report")")" "$figdir")
 
-num() { awk -v x="$1" 'BEGIN { if (x == "") print "n/a"; else printf "%.3g", x }'; }
+num() { awk -v x="$1" 'BEGIN { if (x == "") print "n/a"; else if (x + 0 >= 1000) printf "%.0f", x; else printf "%.3g", x }'; }
 div() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print ""; else printf "%.4g", a / b }'; }
 col() { awk -F, -v b="$2" -v c="$3" 'NR > 1 && $1 == b {print $c}' "$1"; }   # csv bytes column
 # medians over rounds of splitc_compare's CSV: label op mode bytes column

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # am_logp_plot.sh -- the LogP signature of softvia's AM layer as a PNG.
 #
-#   tools/bench/am_logp_plot.sh [BUILD_DIR] [OUT_DIR]
+#   tools/bench/am_logp_plot.sh [BUILD_DIR] [OUT_DIR] [ITERS]
 #
 # Runs am_bench --only logp in both modes (firmware steering, host marshalling), ranks
 # pinned to cores 0 and 1, writes OUT_DIR/am-logp-<mode>.csv (label,delay_ns,burst,
 # us_per_msg; the last line holds o_s, o_r, g, L) and plots time per message against
 # burst size, one curve per inter-message delay, into OUT_DIR/am-logp.png (gnuplot;
-# apt-get install gnuplot-nox).
+# apt-get install gnuplot-nox). ITERS (default 20000): the latency measurement's round trips.
 set -euo pipefail
 build=${1:-build/release}
 out=${2:-$build}
+iters=${3:-20000}
 run="$build/tools/launcher/softvia-run"
 am="$build/tools/bench/am_bench"
 for mode in steer marshal; do
-  timeout 300 "$run" -n 2 --pin "$am" --mode "$mode" --only logp --iters 20000 --logp-csv "$out/am-logp-$mode.csv"
+  timeout 300 "$run" -n 2 --pin "$am" --mode "$mode" --only logp --iters "$iters" --logp-csv "$out/am-logp-$mode.csv"
 done
 command -v gnuplot >/dev/null || { echo "am_logp_plot.sh: gnuplot not installed; CSVs are in $out" >&2; exit 0; }
 # one data block per delay (gnuplot 'index'), for each mode

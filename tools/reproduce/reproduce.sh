@@ -67,11 +67,14 @@ for ((r = 1; r <= rounds; r++)); do
 done
 
 # ---- Table 6-1 and Figure 6-2: LogP ----------------------------------------------------------
-step "Table 6-1 / Figure 6-2: the LogP signature (both AM modes)"
-for mode in steer marshal; do
-  timeout 900 "$run" -n 2 --pin "$build/tools/bench/am_bench" --mode "$mode" --only logp --iters "$iters" \
-    --logp-csv "$out/fig6-2-$mode.csv" >/dev/null || failed+=("am_bench logp $mode")
-done
+step "Table 6-1 / Figure 6-2: the LogP signature (both AM modes: tools/bench/am_logp_plot.sh)"
+if "$root/tools/bench/am_logp_plot.sh" "$build" "$out" "$iters" >/dev/null; then
+  for mode in steer marshal; do mv -f "$out/am-logp-$mode.csv" "$out/fig6-2-$mode.csv"; done
+  mv -f "$out/am-logp.png" "$out/fig6-2.png"
+  rm -f "$out"/am-logp-*.dat
+else
+  failed+=("am_logp_plot.sh")
+fi
 
 # ---- Figures 6-3 and 6-4: Split-C primitives and bulk, beside OpenSHMEM -------------------------
 step "Figures 6-3 / 6-4: splitc_compare.sh (every back end, OpenSHMEM beside them)"

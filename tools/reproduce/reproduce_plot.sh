@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # reproduce_plot.sh DIR -- the plots of reproduce.sh's CSVs in DIR (gnuplot, PNG):
 #   fig6-1.png   AM and VIPL one-way time and streaming bandwidth by message size
-#   fig6-2.png   AM's LogP signature, both modes (time per message by burst size and delay)
 #   rdma.png     via-rel bulk bandwidth, zero copy against copies
 #   fig6-5.png   each application's time by process count, one line per back end
-# Figures 6-3 and 6-4 come drawn from splitc_compare.sh. Medians over rounds ("-<round>"
-# ends each label) go into the *-median.csv beside each plot.
+# Figure 6-2 comes drawn from am_logp_plot.sh, Figures 6-3 and 6-4 from splitc_compare.sh.
+# Medians over rounds ("-<round>" ends each label) go into the *-median.csv beside each plot.
 set -euo pipefail
 dir=${1:?usage: reproduce_plot.sh DIR}
 command -v gnuplot >/dev/null || { echo "reproduce_plot.sh: needs gnuplot (apt-get install gnuplot-nox)" >&2; exit 2; }
@@ -51,27 +50,6 @@ set title "streaming bandwidth (MB/s, bigger is better)"
 set logscale y
 plot "$dir/fig6-1-median.csv" using 1:4 skip 1 with linespoints title "AM (medium requests)", \
      "" using 1:5 skip 1 with linespoints title "VIPL sends"
-unset multiplot
-EOF
-
-# ---- Figure 6-2 -------------------------------------------------------------------------------
-for mode in steer marshal; do
-  awk -F, 'NR > 1 && !/^#/ { if ($2 != last && NR > 2) print "\n"; last = $2; print $3, $4, $2 }' \
-    "$dir/fig6-2-$mode.csv" > "$dir/fig6-2-$mode.dat"
-done
-gnuplot <<EOF
-set terminal pngcairo size 1200,500 noenhanced
-set output "$dir/fig6-2.png"
-set multiplot layout 1,2 title "Figure 6-2: AM's LogP signature (time per message in bursts, by the delay between sends)"
-set logscale x 2
-set xlabel "burst size (messages)"
-set ylabel "time per message (us)"
-set key top left
-do for [m in "steer marshal"] {
-  set title sprintf("%s", m eq "steer" ? "firmware request/reply steering" : "host marshalling (the paper's AMVIA)")
-  f = sprintf("$dir/fig6-2-%s.dat", m)
-  plot for [i=0:6] f index i using 1:2 with linespoints title sprintf("delay %d ns", (i == 0 ? 0 : 100 * 2**(i-1)))
-}
 unset multiplot
 EOF
 

@@ -5,7 +5,7 @@
  * process (I mod pr, J mod pc) (2D block-cyclic). Right-looking, one block column at a
  * time; step k:
  *   1. the owner of (k,k) factors it (L_kk);
- *   2. the owners of the blocks below it get L_kk (bulk_get) and solve L_ik = A_ik L_kk^-T;
+ *   2. the owners of the blocks below it read L_kk (bulk_read) and solve L_ik = A_ik L_kk^-T;
  *   3. every process gets the panel blocks its trailing blocks need (split-phase bulk_get,
  *      one sync) and updates A_ij -= L_ik L_jk^T for k < j <= i.
  * a barrier between the phases. Blocks live in global memory (all_malloc), at offsets

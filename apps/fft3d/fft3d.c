@@ -333,8 +333,9 @@ int splitc_main(int argc, char **argv) {
         most = a > most ? a : most;
         most = b > most ? b : most;
     }
-    stage_ab = all_malloc(sizeof(cplx) * (size_t)most);
-    stage_ba = all_malloc(sizeof(cplx) * (size_t)most);
+    /* Global memory only where others store into it: one process transposes in its own. */
+    stage_ab = P > 1 ? all_malloc(sizeof(cplx) * (size_t)most) : malloc(sizeof(cplx) * (size_t)most);
+    stage_ba = P > 1 ? all_malloc(sizeof(cplx) * (size_t)most) : malloc(sizeof(cplx) * (size_t)most);
     sendbuf = malloc(sizeof(cplx) * (size_t)most);
     if (!stage_ab || !stage_ba || !sendbuf)
         app_die("fft3d", "the symmetric heap cannot hold two slabs of %ld bytes (SPLITC_HEAP_SIZE)", (long)sizeof(cplx) * most);
@@ -343,8 +344,13 @@ int splitc_main(int argc, char **argv) {
     const double transforms = ref ? 1.0 + niter : 2.0;
     const double flops = transforms * 5.0 * (double)N * log2((double)N) + (ref ? niter * 6.0 * (double)N : 0);
     if (MYPROC == 0) printf("fft3d: %dx%dx%d, %d process(es)\n", nx, ny, nz, P);
-    all_free(stage_ba);
-    all_free(stage_ab);
+    if (P > 1) {
+        all_free(stage_ba);
+        all_free(stage_ab);
+    } else {
+        free(stage_ba);
+        free(stage_ab);
+    }
     free(sendbuf), free(tmp), free(px.w), free(py.w), free(pz.w);
     return app_report(&o, seconds, flops / seconds / 1e6, "Mflop/s", ok);
 }

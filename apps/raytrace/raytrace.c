@@ -215,7 +215,9 @@ static vec trace(vec o, vec d, int depth) {
     rays++;
     double t, u, v;
     const int hit = trace_tris(o, d, 1e30, &t, &u, &v);
-    const double floor_t = d.y < -1e-9 ? (0.0 - o.y) / d.y : 1e30; /* the floor is y = 0 */
+    /* The floor is y = 0, out to the horizon (1000 away: its checks stay in range). */
+    double floor_t = d.y < -1e-9 ? (0.0 - o.y) / d.y : 1e30;
+    if (floor_t > 1000) floor_t = 1e30;
     vec colour, n, p;
     double reflect;
     if (hit < 0 && floor_t >= 1e30) return v3(0.55 + 0.3 * d.y, 0.65 + 0.2 * d.y, 0.85); /* sky */
@@ -318,6 +320,7 @@ int splitc_main(int argc, char **argv) {
     for (int r = 0; r < o.reps; r++) {
         next_band = 0;
         rays = 0;
+        if (MYPROC == 0) memset(image, 0, (size_t)W * H * 3); /* a band not rendered this time shows */
         barrier();
         const double t0 = app_now();
         for (;;) {

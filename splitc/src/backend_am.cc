@@ -5,6 +5,7 @@
 // messages of up to AM_MaxMedium() bytes each. The barrier is a two-phase binary tree of
 // requests. Handlers run inside AM_Poll, one at a time.
 #include <am.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -61,6 +62,7 @@ struct AmState {
     int bar_released = 0;
     int bar_gen = 0;
     bool exiting = false; // splitc_exit: peers going away is what we asked for
+    unsigned polls = 0;   // poll's calls since the last operation, for its yields
 };
 AmState A;
 
@@ -253,6 +255,7 @@ public:
     void stop() override { AMX_SPMDExit(); }
 
     void get(void* dst, int proc, uint64_t addr, size_t n, Wait w, uint8_t call) override {
+        A.polls = 0;  // a new operation: a new wait
         for (size_t off = 0; off < n; off += A.medium) {
             const size_t piece = std::min(A.medium, n - off);
             const int slot = take_slot(static_cast<char*>(dst) + off, piece, w);
@@ -267,6 +270,7 @@ public:
     }
 
     void put(int proc, uint64_t addr, const void* src, size_t n, Wait w, uint8_t call) override {
+        A.polls = 0;  // a new operation: a new wait
         const int wi = w == Wait::kBlocking;
         if (n <= 8) {
             if (n == 0) return;
@@ -288,6 +292,7 @@ public:
     }
 
     void store(int proc, uint64_t addr, const void* src, size_t n, uint8_t call) override {
+        A.polls = 0;  // a new operation: a new wait
         if (n <= 8) {
             if (n == 0) return;
             uint64_t v = 0;
@@ -306,6 +311,7 @@ public:
     }
 
     int64_t atomic(int proc, const AtomicReq& r, uint8_t call) override {
+        A.polls = 0;  // a new operation: a new wait
         st.blocking++;
         check_am(AM_Request10(A.ep, proc, H_ATOMIC, static_cast<int>(r.kind), call, lo(r.addr), hi(r.addr),
                               lo(static_cast<uint64_t>(r.a)), hi(static_cast<uint64_t>(r.a)),
@@ -315,9 +321,14 @@ public:
         return A.atomic_result;
     }
 
+    // Called by every waiting loop of the runtime. After 256 calls with no operation
+    // issued in between (a wait that lasts), every 256th gives the core away: with more
+    // processes than cores, the one being waited for may need it (the via back ends'
+    // waits do the same). A short wait (a read's round trip) never yields.
     void poll() override {
         int rc = AM_Poll(A.eb);
         if (rc != AM_OK) fatal("am back end: AM_Poll: %s", AMX_ErrorString(rc));
+        if ((++A.polls & 255) == 0) sched_yield();
     }
 
     // Two phases over a binary tree: arrivals go up to process 0, the release comes down.

@@ -21,7 +21,8 @@
 # rounds, back to back (this VM's speed drifts by up to 1.5x within minutes); each ratio
 # in the summary is the median of the per-round ratios. Writes BUILD_DIR/splitc-results.csv
 # with every figure, and with --plot DIR the plots (gnuplot, PNG) and their CSVs.
-# Exit status 0 even when a target is missed: this reports; it does not gate.
+# Exit status 0 even when a target is missed: this reports; it does not gate. A run that
+# fails (ours) makes it 1.
 set -uo pipefail
 build=build/release; quick=0; backends=""; plotdir=""; wire=shm
 while (($#)); do
@@ -99,9 +100,10 @@ median() {
   printf '%s\n' "$@" | awk 'NF && $1 != "n/a"' | sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2)}'
 }
 
+runs_failed=()
 for ((r = 1; r <= rounds; r++)); do
   echo "== round $r of $rounds: $backends, OpenSHMEM"
-  for b in $backends; do ours "$b" "$r" || echo "  splitc_bench on $b failed"; done
+  for b in $backends; do ours "$b" "$r" || { echo "  splitc_bench on $b failed"; runs_failed+=("$b, round $r"); }; done
   theirs "$r"
 done
 
@@ -170,5 +172,10 @@ if [[ -n $plotdir ]]; then
     udp) what="udp, one host; OpenSHMEM: UCX tcp, loopback" ;;
     udp-hosts) what="udp, 2 namespaces; OpenSHMEM: UCX tcp, 2 namespaces" ;;
   esac
-  "$here/splitc_plot.sh" "$csv" "$plotdir" "$backends" "splitc-$wire" "$what" && echo "(plots: $plotdir/splitc-$wire-*.png)"
+  "$here/splitc_plot.sh" "$csv" "$plotdir" "$backends" "splitc-$wire" "$what" && echo "(plots: $plotdir/splitc-$wire-*.png)" ||
+    runs_failed+=("the plots")
+fi
+if ((${#runs_failed[@]})); then
+  echo "splitc_compare.sh: failed: ${runs_failed[*]}"
+  exit 1
 fi

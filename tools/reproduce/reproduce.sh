@@ -16,7 +16,7 @@
 # back ends on the shm NIC with SPLITC_SHM=off, "shm" the same-host path. Comparisons are
 # made in rounds, back to back (this VM's speed drifts); figures are medians of rounds.
 # --quick: one round, short runs, small problem sizes, 1 and 2 processes: every CSV and
-# PNG, in a few minutes (CI runs it). Writes DIR (default BUILD_DIR/reproduction) and the
+# PNG, in about a minute (CI runs it). Writes DIR (default BUILD_DIR/reproduction) and the
 # report (default docs/reproduction.md; DIR/reproduction.md with --quick).
 # Exit status: 0 when every run worked and every application verified its result.
 set -uo pipefail
@@ -39,6 +39,8 @@ root=$(cd "$here/../.." && pwd)
 [[ -n $report ]] || { if ((quick)); then report=$out/reproduction.md; else report=$root/docs/reproduction.md; fi; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# Nothing of an earlier run may stand in for this one's.
+rm -f "$out"/*.csv "$out"/*.png "$out"/*.dat "$out"/*.err "$out"/*.txt "$out/reproduction.md"
 run=$build/tools/launcher/softvia-run
 for f in "$run" "$build/tools/bench/am_bench" "$build/tools/bench/vipl_bench" "$build/tools/bench/splitc_bench" \
          "$build/apps/fft3d" "$build/apps/cg" "$build/apps/cholesky" "$build/apps/em3d" "$build/apps/raytrace"; do
@@ -84,8 +86,8 @@ q=(); ((quick)) && q=(--quick)
 cp "$build/splitc-results-shm.csv" "$out/fig6-3-6-4.csv" 2>/dev/null || failed+=("splitc_compare.sh's CSV")
 mv -f "$out/splitc-shm-prim.png" "$out/fig6-3.png" 2>/dev/null || failed+=("Figure 6-3's plot")
 mv -f "$out/splitc-shm-bulk.png" "$out/fig6-4.png" 2>/dev/null || failed+=("Figure 6-4's plot")
-mv -f "$out/splitc-shm-prim.csv" "$out/fig6-3.csv" 2>/dev/null
-mv -f "$out/splitc-shm-bulk.csv" "$out/fig6-4.csv" 2>/dev/null
+mv -f "$out/splitc-shm-prim.csv" "$out/fig6-3.csv" 2>/dev/null || failed+=("Figure 6-3's CSV")
+mv -f "$out/splitc-shm-bulk.csv" "$out/fig6-4.csv" 2>/dev/null || failed+=("Figure 6-4's CSV")
 
 # ---- beyond the paper: via-rel's zero copy (RDMA) against the copy path -----------------------
 step "via-rel bulk operations: zero copy (RDMA from 4 KiB) against copies (SPLITC_RDMA_MIN=0)"
@@ -139,8 +141,19 @@ done
 # ---- plots and the report ---------------------------------------------------------------------
 step "plots"
 "$here/reproduce_plot.sh" "$out" || failed+=("reproduce_plot.sh")
-# The report in docs/ links to copies of the figures under docs/figures/reproduction.
+for f in fig6-1.csv fig6-1-median.csv fig6-1.png fig6-2-steer.csv fig6-2-marshal.csv fig6-2.png fig6-3-6-4.csv \
+         fig6-3.csv fig6-3.png fig6-4.csv fig6-4.png rdma.csv rdma-median.csv rdma.png fig6-5.csv fig6-5.png; do
+  [[ -s $out/$f ]] || failed+=("$out/$f was not written")
+done
+: > "$out/failures.txt"
+((${#failed[@]})) && printf '%s\n' "${failed[@]}" > "$out/failures.txt"
+# The report in docs/ links to copies of the figures under docs/figures/reproduction; a
+# run with failures does not replace them (its report goes beside its figures).
 figdir=$out
+if ((${#failed[@]})) && [[ $(realpath "$(dirname "$report")") == "$root/docs" ]]; then
+  echo "reproduce.sh: ${#failed[@]} problem(s): the report goes to $out/reproduction.md, docs/ stays as it was"
+  report=$out/reproduction.md
+fi
 if [[ $(realpath "$(dirname "$report")") == "$root/docs" ]]; then
   figdir=$root/docs/figures/reproduction
   mkdir -p "$figdir"
@@ -148,10 +161,7 @@ if [[ $(realpath "$(dirname "$report")") == "$root/docs" ]]; then
 fi
 step "report: $report"
 "$here/reproduce_report.sh" "$out" "$report" "$quick" "$figdir" || failed+=("reproduce_report.sh")
-for f in fig6-1.csv fig6-1.png fig6-2-steer.csv fig6-2-marshal.csv fig6-2.png fig6-3-6-4.csv fig6-3.png fig6-4.png \
-         rdma.csv rdma.png fig6-5.csv fig6-5.png; do
-  [[ -s $out/$f ]] || failed+=("$out/$f was not written")
-done
+[[ -s $report ]] || failed+=("$report was not written")
 if ((${#failed[@]})); then
   echo "reproduce.sh: ${#failed[@]} problem(s):"
   printf '  %s\n' "${failed[@]}"

@@ -7,7 +7,7 @@ command -v gnuplot >/dev/null || { echo "reproduce_quick.sh: skipped: no gnuplot
 out=$(mktemp -d "${TMPDIR:-/tmp}/reproduce.XXXXXX") || exit 1
 "$src/tools/reproduce/reproduce.sh" "$build" --quick --out "$out" || exit 1
 for f in fig6-1.csv fig6-1-median.csv fig6-1.png fig6-2-steer.csv fig6-2-marshal.csv fig6-2.png fig6-3-6-4.csv \
-         fig6-3.csv fig6-3.png fig6-4.csv fig6-4.png rdma.csv rdma-median.csv rdma.png fig6-5.csv fig6-5.png \
+         fig6-3.csv fig6-3.png fig6-4.csv fig6-4.png rdma.csv rdma-median.csv rdma.png fig6-5-runs.csv fig6-5.csv fig6-5.png \
          reproduction.md; do
   [ -s "$out/$f" ] || { echo "reproduce_quick.sh: $out/$f is missing or empty"; exit 1; }
 done

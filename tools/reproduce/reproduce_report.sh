@@ -32,7 +32,8 @@ NIC (\`SPLITC_SHM=off\`), "shm" is the same-host path (\`docs/shm.md\`). $( ((qu
 not figures to quote." || echo "Figures 6-1, 6-3 and 6-4 and the zero-copy
 comparison are medians of 5 rounds run back to back (this VM's speed drifts by up to
 1.5x); Table 6-1 and Figure 6-2 are one run of each AM mode; Figure 6-5 is the best of 3
-timed runs on 1 and 2 processes and one run on 4.")
+timed runs on 1 and 2 processes and one run on 4, in 3 rounds (each application's runs
+back to back), the median of the rounds.")
 $( [[ -s $dir/failures.txt ]] && { echo; echo "**This run had failures; their figures are missing or empty:**"; sed 's/^/- /' "$dir/failures.txt"; } )
 
 The paper measured a 1999 cluster (two-way 400 MHz SMPs, Giganet and Myrinet VIA); this
@@ -115,7 +116,7 @@ echo
 
 # ---- Figures 6-3 and 6-4 -----------------------------------------------------------------
 backs=$(awk -F, 'NR > 1 && $1 == "splitc" {l = $2; sub(/-[0-9]+$/, "", l); print l}' "$dir/fig6-3-6-4.csv" | awk '!s[$0]++' | tr '\n' ' ')
-has_shmem=$(awk -F, '$1 == "shmem"' "$dir/fig6-3-6-4.csv" | head -1)
+has_shmem=$(awk -F, '$1 == "shmem" {print; exit}' "$dir/fig6-3-6-4.csv")
 echo "## Figure 6-3: Split-C primitives on int"
 echo
 echo "![Figure 6-3]($rel/fig6-3.png)"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # sc_via_bad_settings.sh -- the VIA back ends refuse a bad setting, naming it and what is
-# accepted (docs/splitc.md, "Settings"), and take an edge value that is good.
+# accepted (docs/splitc.md, "Settings"), and take an edge value that is good; so does the
+# runtime for SPLITC_SHM.
 #
 #   sc_via_bad_settings.sh SOFTVIA_RUN SC_SMOKE
 run=$1 prog=$2
@@ -34,6 +35,10 @@ for be in via-rel via-unrel; do
     for v in 2 yes -0; do expect SPLITC_STORE_BATCH "$v" $be bad; done
     for v in 2 no " 1"; do expect SPLITC_GATHER "$v" $be bad; done
 done
+# The same-host path's switch (any back end: it is read first).
+for v in yes 2 ON " on"; do expect SPLITC_SHM "$v" am bad; done
+expect SPLITC_SHM on via-rel good
+expect SPLITC_SHM off am good
 expect SPLITC_PEER_TIMEOUT_MS 3600000 via-unrel good
 expect SPLITC_PEER_TIMEOUT_MS 1 via-rel good
 expect SPLITC_RDMA_MIN 0 via-rel good

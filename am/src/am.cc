@@ -332,7 +332,7 @@ int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
 // it counted as outstanding (k - credits), which did not include this one yet. It comes
 // back to handler 0 too, so that every request that returned AM_OK is answered or
 // returned (am_peer_exit over udp lost one in ~30 runs). Internal requests (segment
-// announcements, barrier) are only not counted.
+// announcements, barrier; opcode < 0) never come back to handler 0.
 int post_request(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nargs, const int32_t* args,
                  const void* src, size_t nbytes, uint64_t offset, int opcode) {
     int rc = post_message(c, kind, handler, tag, nargs, args, src, nbytes, offset, 0);
@@ -341,8 +341,22 @@ int post_request(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
         if (opcode >= 0) call_returned(c->peer->ep, c->peer, c, EUNREACHABLE, opcode, tag);
         return AM_OK;
     }
+    if (opcode < 0) c->internal_unanswered.push_back(c->requests_posted);
+    c->requests_posted++;
     c->credits--;
     return AM_OK;
+}
+
+// Credits given back answer the oldest requests first.
+static void credits_returned(Channel* c, int n) {
+    c->credits += n;
+    if (c->credits > c->k) c->credits = c->k;
+    c->credits_back += uint64_t(n);
+    if (c->credits_back > c->requests_posted) c->credits_back = c->requests_posted;
+    auto& iu = c->internal_unanswered;
+    size_t answered = 0;
+    while (answered < iu.size() && iu[answered] < c->credits_back) answered++;
+    if (answered) iu.erase(iu.begin(), iu.begin() + long(answered));
 }
 
 // Reply-class message with the credits owed on this channel (plus one for the request
@@ -401,8 +415,10 @@ void peer_dead(Peer* p) {
     // Requests whose replies will never come go back to handler 0.
     for (int i = 0; i < C_COUNT; i++) {
         Channel* c = &p->ch[i];
-        int lost = c->k - c->credits;
+        int lost = c->k - c->credits - int(c->internal_unanswered.size());
         c->credits = c->k;
+        c->credits_back = c->requests_posted;
+        c->internal_unanswered.clear();
         for (int n = 0; n < lost; n++) call_returned(ep, p, c, EUNREACHABLE, kRequestOp[i], 0);
     }
 }
@@ -851,10 +867,7 @@ void handle(Endpoint* ep, Channel* c, VIP_DESCRIPTOR* d) {
         if (post_recv(c, slot) != VIP_SUCCESS) peer_dead(p);
         return;
     }
-    if (is_reply_kind(kind)) {
-        c->credits += h->credits;
-        if (c->credits > c->k) c->credits = c->k;
-    }
+    if (is_reply_kind(kind)) credits_returned(c, h->credits);
     switch (kind) {
         case K_CREDIT:
             break;

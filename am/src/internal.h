@@ -63,6 +63,12 @@ struct Channel {
     int k = 0;
     int credits = 0;  // requests we may still send
     int owed = 0;     // credits of handled requests not yet given back
+    // Credits come back in post order (the peer handles a channel's requests in order),
+    // so request n is answered once credits_back > n. Internal requests (segment
+    // announcement, barrier) are remembered by number: when the peer dies, only the user
+    // requests among the unanswered ones go back to handler 0.
+    uint64_t requests_posted = 0, credits_back = 0;
+    std::vector<uint64_t> internal_unanswered;
     bool in_owed_list = false;
     // receive side
     int nrecv = 0;

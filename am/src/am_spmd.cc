@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #define AMX_API extern "C" __attribute__((visibility("default")))
 
@@ -47,7 +48,11 @@ AMX_API void* AMX_SPMDSegment(void) { return s_seg; }
 AMX_API int AMX_SPMDStartup(tag_t tag, uintptr_t seg_bytes, eb_t* eb, ep_t* ep) {
     if (!eb || !ep) return AM_ERR_BAD_ARG;
     if (s_up) return AM_ERR_RESOURCE;  // once per process
-    if (sv_boot_init(&s_rank, &s_size) != 0 || s_size < 1) return fail("not started by softvia-run properly", AM_ERR_RESOURCE);
+    if (sv_boot_init(&s_rank, &s_size) != 0 || s_size < 1) {
+        // The launcher's environment is incomplete or wrong: say which setting.
+        std::string why = std::string("start-up through the launcher failed: ") + sv_boot_last_error();
+        return fail(why.c_str(), AM_ERR_RESOURCE);
+    }
     int rc = AM_Init();
     if (rc != AM_OK) return fail("AM_Init", rc);
     if ((rc = AM_AllocateBundle(AM_SEQ, &s_eb)) != AM_OK) return fail("AM_AllocateBundle", rc);
@@ -69,7 +74,8 @@ AMX_API int AMX_SPMDStartup(tag_t tag, uintptr_t seg_bytes, eb_t* eb, ep_t* ep) 
     if (!names) return fail("memory", AM_ERR_RESOURCE);
     if (sv_boot_allgather(&me, sizeof me, names, kBootMs) != 0) {
         free(names);
-        return fail("exchanging endpoint names through the launcher", AM_ERR_RESOURCE);
+        std::string why = std::string("exchanging endpoint names through the launcher: ") + sv_boot_last_error();
+        return fail(why.c_str(), AM_ERR_RESOURCE);
     }
     for (int r = 0; r < s_size && rc == AM_OK; r++) rc = AM_Map(s_ep, r, names[r], tag);
     free(names);

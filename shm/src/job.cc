@@ -106,7 +106,7 @@ int start(const sv_shm_config& cfg) {
     if (rc) return rc;
     int rank = 0, size = 1;
     rc = sv_boot_init(&rank, &size);
-    if (rc != 0) return fail(-rc, "not started properly by softvia-run: %s", strerror(-rc));
+    if (rc != 0) return fail(-rc, "the launcher's environment is not usable: %s", sv_boot_last_error());
     if (size > kMaxRanks) return fail(EINVAL, "%d processes: the same-host path takes at most %d", size, kMaxRanks);
     S.rank = rank;
     S.size = size;
@@ -123,7 +123,9 @@ int start(const sv_shm_config& cfg) {
     Info mine{kInfoMagic, getpid(), S.sock_nonce, geteuid(), host, S.heap_base, S.heap_size, S.data_lo, S.data_hi, cfg.flags};
     S.infos.assign(static_cast<size_t>(size), Info{});
     rc = sv_boot_allgather(&mine, sizeof mine, S.infos.data(), cfg.timeout_ms);
-    if (rc != 0) return fail(-rc, "cannot exchange start-up information through the launcher: %s", strerror(-rc));
+    if (rc != 0)
+        return fail(-rc, "cannot exchange start-up information through the launcher: %s (%s)", strerror(-rc),
+                    sv_boot_last_error());
     S.local_of.assign(static_cast<size_t>(size), -1);
     S.host_of.assign(static_cast<size_t>(size), -1);
     S.host_leader.clear();

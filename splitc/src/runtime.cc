@@ -101,7 +101,9 @@ void check_layout(int (*entry)(int, char**), bool shm) {
     if (PROCS == 1) return;
     std::vector<Layout> all(static_cast<size_t>(PROCS));
     int rc = sv_boot_allgather(&mine, sizeof mine, all.data(), 60000);
-    if (rc != 0) fatal("start-up: cannot compare memory layouts through the launcher: %s", strerror(-rc));
+    if (rc != 0)
+        fatal("start-up: cannot compare memory layouts through the launcher: %s (%s)", strerror(-rc),
+              sv_boot_last_error());
     for (int p = 1; p < PROCS; p++) {
         const Layout& a = all[0];
         const Layout& b = all[static_cast<size_t>(p)];
@@ -123,7 +125,7 @@ void check_layout(int (*entry)(int, char**), bool shm) {
 void start(int (*entry)(int, char**)) {
     int rank = 0, size = 1;
     int rc = sv_boot_init(&rank, &size);
-    if (rc != 0) fatal("start-up: not started properly by softvia-run (%s)", strerror(-rc));
+    if (rc != 0) fatal("start-up: the launcher's environment is not usable: %s", sv_boot_last_error());
     if (size > SPLITC_MAX_PROCS) fatal("start-up: %d processes; at most %d", size, SPLITC_MAX_PROCS);
     splitc_myproc_ = rank;
     splitc_procs_ = size;

@@ -1,5 +1,6 @@
-/* boot_check - run as `softvia-run -n N boot_check N`: exercises softvia_boot
- * across real processes. Silent on success; exits 1 with a message on failure. */
+/* boot_check - run as `softvia-run -n N boot_check N` or `mpirun -np N boot_check N`:
+ * exercises softvia_boot across real processes, with whichever back end the launcher
+ * gives (job directory or PMIx). Silent on success; exits 1 with a message on failure. */
 #define _GNU_SOURCE
 #include "softvia_boot.h"
 
@@ -138,7 +139,25 @@ static void test_names(void)
     CHECK(sv_boot_publish_name("ok", addr, 0) == -EINVAL, "empty address");
     CHECK(sv_boot_barrier(TMO) == 0, "barrier after publish");
 
-    /* Read the peer's file the way the vipl name service will. */
+    /* The peer's name and address, as the vipl name service looks them up. */
+    unsigned char got[16];
+    char gotname[64];
+    size_t glen = 0;
+    snprintf(name, sizeof name, "rank%d:node", peer);
+    CHECK(sv_boot_lookup_name(name, got, sizeof got, &glen) == 0, "lookup %s", name);
+    CHECK(glen == sizeof addr && memcmp(got, addr, 4) == 0 && got[4] == peer && got[5] == 0xff,
+          "lookup %s: wrong address", name);
+    CHECK(sv_boot_lookup_name(name, got, 2, &glen) == -ENOSPC && glen == sizeof addr, "lookup ENOSPC");
+    CHECK(sv_boot_lookup_name("nobody.here", got, sizeof got, &glen) == -ENOENT, "lookup unknown");
+    CHECK(sv_boot_lookup_addr(got, sizeof addr, gotname, sizeof gotname) == 0 && strcmp(gotname, name) == 0,
+          "reverse lookup of %s", name);
+    CHECK(sv_boot_lookup_addr(got, sizeof addr, gotname, 3) == -ENOSPC, "reverse lookup ENOSPC");
+    got[0] ^= 1;
+    CHECK(sv_boot_lookup_addr(got, sizeof addr, gotname, sizeof gotname) == -ENOENT, "reverse lookup unknown");
+    if (dir == NULL)
+        return; /* PMIx: no files to look at */
+
+    /* Read the peer's file: the job directory's format (softvia_boot.h). */
     snprintf(path, sizeof path, "%s/names/rank%d:node", dir, peer);
     FILE *f = fopen(path, "r");
     CHECK(f != NULL, "open %s", path);
@@ -169,7 +188,12 @@ int main(int argc, char **argv)
     CHECK(rc == 0, "sv_boot_init: %d", rc);
     CHECK(argc < 2 || size == atoi(argv[1]), "size %d, want %s", size, argv[1]);
     CHECK(size >= 2 && size <= 64, "run with 2..64 ranks");
-    CHECK(sv_boot_job_dir() != NULL && sv_boot_job_dir()[0] == '/', "job dir");
+    const char *backend = sv_boot_backend();
+    CHECK(argc < 3 || strcmp(backend, argv[2]) == 0, "back end %s, want %s", backend, argv[2]);
+    if (strcmp(backend, "pmix") == 0)
+        CHECK(sv_boot_job_dir() == NULL, "a job dir under PMIx");
+    else
+        CHECK(sv_boot_job_dir() != NULL && sv_boot_job_dir()[0] == '/', "job dir");
 
     test_allgather();
     test_barrier();

@@ -185,6 +185,7 @@ run_app "$T/consumer/app"
 run_app "$T/consumer/am_app"
 run_app "$T/consumer/sc_app"
 run_app "$T/consumer/shm_app"
+run_app "$T/consumer/boot_app"
 # They run against the installed libraries, not the build tree's.
 loads "$T/consumer/app" "libvipl.so.$major"
 loads "$T/consumer/am_app" "libamvia.so.$major" "libvipl.so.$major"

@@ -1,9 +1,9 @@
 // names.cc -- the name service: host names to NIC addresses.
 //
-// Sources, in order: the launcher's table ($SOFTVIA_JOB_DIR/names/<name>, one line of
-// hex address bytes, written by softvia-run's bootstrap library), then a hosts file of
-// "name hex-address" lines (VipNSInit's argument, else $SOFTVIA_HOSTS).
-#include <dirent.h>
+// Sources, in order: the launcher's names (sv_boot_publish_name: softvia-run's job
+// directory or PMIx, through boot/), then a hosts file of "name hex-address" lines
+// (VipNSInit's argument, else $SOFTVIA_HOSTS).
+#include <softvia_boot.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -97,12 +97,13 @@ bool read_regular_file(const char* path, size_t limit, std::string* out, std::st
     return ok;
 }
 
-// The launcher's entry for name: one line of hex. Read like a hosts file (regular files
-// only, bounded), so a FIFO or a device put there cannot stall a lookup.
-bool read_job_name(const std::string& dir, const std::string& name, std::vector<uint8_t>* out) {
-    std::string text, why;
-    if (!read_regular_file((dir + "/names/" + name).c_str(), VIP_EXT_HOSTS_LINE_MAX, &text, &why)) return false;
-    return parse_hex(text.substr(0, text.find('\n')), out);
+// The launcher's entry for name, or false.
+bool launcher_name(const char* name, std::vector<uint8_t>* out) {
+    out->resize(NICFW_MAX_ADDR);
+    size_t len = 0;
+    if (sv_boot_lookup_name(name, out->data(), out->size(), &len) != 0) return false;
+    out->resize(len);
+    return true;
 }
 
 bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
@@ -180,8 +181,7 @@ VIPL_API VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE h, VIP_CHAR* name, VIP_NET
     // One NIC per name: NameIndex 0 is the only one there is.
     if (index != 0) return VIP_ERROR_NAMESERVICE;
     std::vector<uint8_t> a;
-    const char* job = getenv("SOFTVIA_JOB_DIR");
-    bool found = job && *job && read_job_name(job, name, &a);
+    bool found = launcher_name(name, &a);
     for (size_t i = 0; !found && i < nic->hosts.size(); i++)
         if (nic->hosts[i].first == name) {
             a = nic->hosts[i].second;
@@ -204,20 +204,8 @@ VIPL_API VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE h, VIP_NET_ADDRESS* addr, 
     if (!nic->ns_up) return VIP_INVALID_STATE;
     std::vector<uint8_t> want(addr->HostAddress, addr->HostAddress + addr->HostAddressLen);
     std::string found;
-    const char* job = getenv("SOFTVIA_JOB_DIR");
-    if (job && *job) {
-        std::string dir = std::string(job) + "/names";
-        if (DIR* d = opendir(dir.c_str())) {
-            while (dirent* e = readdir(d)) {
-                std::vector<uint8_t> a;
-                if (e->d_name[0] != '.' && read_job_name(job, e->d_name, &a) && a == want) {
-                    found = e->d_name;
-                    break;
-                }
-            }
-            closedir(d);
-        }
-    }
+    char launcher[SV_BOOT_KEY_MAX + 1];
+    if (sv_boot_lookup_addr(want.data(), want.size(), launcher, sizeof launcher) == 0) found = launcher;
     for (size_t i = 0; found.empty() && i < nic->hosts.size(); i++)
         if (nic->hosts[i].second == want) found = nic->hosts[i].first;
     if (found.empty()) return VIP_ERROR_NAMESERVICE;

@@ -1,12 +1,11 @@
-/* boot.c - bootstrap library for programs started by softvia-run.
- *
- * Everything goes through files in the job directory (see softvia_boot.h).
- * Files are written once under a temporary name and renamed into place, so a
- * reader never sees partial data and needs no locking.
+/* jobdir.c - the softvia-run back end: everything goes through files in the job
+ * directory (see softvia_boot.h). Files are written once under a temporary name and
+ * renamed into place, so a reader never sees partial data and needs no locking.
  */
 #define _GNU_SOURCE
 #include "softvia_boot.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,53 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#define NAME_ADDR_MAX 65536
+#include "internal.h"
+
 #define POLL_MIN_US 20
 #define POLL_MAX_US 1000
-
-static struct {
-    int inited;
-    int init_rc;
-    int rank;
-    int size;
-    char dir[PATH_MAX]; /* "" when SOFTVIA_JOB_DIR is not set */
-    /* Collective sequence number: makes every collective use fresh keys. */
-    unsigned long epoch;
-    /* The previous collective, whose own files we delete once the next one
-     * completes (by then every rank has finished reading them). */
-    char prev_kind;
-    unsigned long prev_epoch;
-} g;
+#define g sv_boot_g
 
 /* Unique suffix for temporary files written by this process. */
 static atomic_ulong tmp_seq;
-
-/* ---- small helpers ------------------------------------------------------------ */
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Absolute deadline in ns, or -1 for "wait forever". */
-static int64_t deadline_from(int timeout_ms)
-{
-    if (timeout_ms < 0)
-        return -1;
-    return now_ns() + (int64_t)timeout_ms * 1000000;
-}
-
-static void sleep_ns(int64_t ns)
-{
-    struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
-    /* An early wake-up is harmless: the caller just polls again sooner. */
-    nanosleep(&ts, NULL);
-}
 
 /* Strict decimal parse: digits only, fits in int. */
 static int parse_uint(const char *s, int *out)
@@ -79,49 +41,6 @@ static int parse_uint(const char *s, int *out)
     }
     *out = (int)v;
     return 0;
-}
-
-static int valid_key(const char *key)
-{
-    size_t n;
-    if (key == NULL)
-        return 0;
-    n = strlen(key);
-    if (n == 0 || n > SV_BOOT_KEY_MAX || strcmp(key, ".") == 0 || strcmp(key, "..") == 0)
-        return 0;
-    for (const char *p = key; *p; p++) {
-        char c = *p;
-        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                 c == '.' || c == '_' || c == '-';
-        if (!ok)
-            return 0;
-    }
-    return 1;
-}
-
-/* Names may look like host names or "host:port"; only what would break the
- * file layout (or the "name hex" hosts-file format) is refused. */
-static int valid_name(const char *name)
-{
-    size_t n;
-    if (name == NULL)
-        return 0;
-    n = strlen(name);
-    if (n == 0 || n > SV_BOOT_KEY_MAX || name[0] == '.')
-        return 0;
-    for (const char *p = name; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c <= ' ' || c >= 0x7f || c == '/')
-            return 0;
-    }
-    return 1;
-}
-
-static int ensure_init(void)
-{
-    if (!g.inited)
-        sv_boot_init(NULL, NULL);
-    return g.init_rc;
 }
 
 /* <dir>/<sub>/<name>; -EINVAL if it does not fit. */
@@ -237,22 +156,16 @@ static int wait_read(const char *key, void *val, size_t cap, size_t *len, int64_
         if (errno != ENOENT || !kv_dir_exists())
             return -EIO;
 
-        int64_t now = now_ns();
+        int64_t now = sv_boot_now_ns();
         if (deadline >= 0 && now >= deadline)
             return -ETIMEDOUT;
         int64_t nap = nap_us * 1000;
         if (deadline >= 0 && deadline - now < nap)
             nap = deadline - now;
-        sleep_ns(nap);
+        sv_boot_nap_ns(nap);
         nap_us = nap_us * 2 > POLL_MAX_US ? POLL_MAX_US : nap_us * 2;
     }
 }
-
-/* A copy of this file built into a library (libamvia) counts its collectives apart
- * from the program's own copy: SV_BOOT_COLL_NS keeps their keys apart too. */
-#ifndef SV_BOOT_COLL_NS
-#define SV_BOOT_COLL_NS ""
-#endif
 
 /* Internal keys start with '@', which user keys cannot contain.
  * rank < 0 names the combined result published by rank 0. */
@@ -264,99 +177,50 @@ static void coll_key(char *out, size_t cap, char kind, unsigned long epoch, int 
         snprintf(out, cap, "@" SV_BOOT_COLL_NS "%c.%lu.%d", kind, epoch, rank);
 }
 
-/* ---- public API ---------------------------------------------------------------- */
+/* ---- the back end ------------------------------------------------------------- */
 
-int sv_boot_init(int *rank, int *size)
+int jd_init(void)
 {
     const char *rs = getenv("SOFTVIA_RANK");
     const char *ss = getenv("SOFTVIA_SIZE");
     const char *ds = getenv("SOFTVIA_JOB_DIR");
-    int r = 0, s = 1, rc = 0;
-
-    /* The epoch survives re-initialisation so keys never repeat. */
-    g.inited = 1;
-    g.dir[0] = '\0';
+    int r = 0, s = 1;
 
     if (ds != NULL) {
         if (ds[0] != '/' || strlen(ds) >= sizeof g.dir)
-            rc = -EINVAL;
-        else
-            strcpy(g.dir, ds);
+            return sv_boot_fail(-EINVAL, "SOFTVIA_JOB_DIR='%.64s' is not an absolute path that fits", ds);
+        strcpy(g.dir, ds);
     }
-    if (rc == 0 && (rs != NULL || ss != NULL)) {
+    if (rs != NULL || ss != NULL) {
         if (parse_uint(rs, &r) != 0 || parse_uint(ss, &s) != 0 || s < 1 || r >= s)
-            rc = -EINVAL;
-        else if (s > 1 && g.dir[0] == '\0')
-            rc = -EINVAL; /* collectives would be impossible */
+            return sv_boot_fail(-EINVAL, "SOFTVIA_RANK='%.32s' SOFTVIA_SIZE='%.32s': not a rank below a size",
+                                rs ? rs : "(unset)", ss ? ss : "(unset)");
+        if (s > 1 && g.dir[0] == '\0')
+            return sv_boot_fail(-EINVAL, "SOFTVIA_SIZE=%d without SOFTVIA_JOB_DIR: no way to reach the peers", s);
     }
-    if (rc != 0) {
-        r = 0;
-        s = 1;
-        g.dir[0] = '\0';
-    }
-    g.init_rc = rc;
     g.rank = r;
     g.size = s;
-    if (rank)
-        *rank = r;
-    if (size)
-        *size = s;
-    return rc;
+    return 0;
 }
 
-const char *sv_boot_job_dir(void)
+int jd_put(const char *key, const void *val, size_t len)
 {
-    if (ensure_init() != 0 || g.dir[0] == '\0')
-        return NULL;
-    return g.dir;
-}
-
-int sv_boot_put(const char *key, const void *val, size_t len)
-{
-    int rc;
-    if (!valid_key(key) || (val == NULL && len > 0))
-        return -EINVAL;
-    if ((rc = ensure_init()) != 0)
-        return rc;
-    if (g.dir[0] == '\0')
-        return -ENOENT;
     return write_atomic("kv", key, val, len);
 }
 
-int sv_boot_get(const char *key, void *val, size_t cap, size_t *len, int timeout_ms)
+int jd_get(const char *key, void *val, size_t cap, size_t *len, int64_t deadline)
 {
-    int rc;
-    if (!valid_key(key) || (val == NULL && cap > 0))
-        return -EINVAL;
-    if ((rc = ensure_init()) != 0)
-        return rc;
-    if (g.dir[0] == '\0')
-        return -ENOENT;
-    return wait_read(key, val, cap, len, deadline_from(timeout_ms));
+    return wait_read(key, val, cap, len, deadline);
 }
 
 /* Gather to rank 0, which publishes the combined result: O(size) file
  * operations in total instead of O(size^2) for everyone reading everyone. */
-static int collective(char kind, const void *mine, size_t len, void *all, int timeout_ms)
+int jd_collective(char kind, const void *mine, size_t len, void *all, int64_t deadline)
 {
     char key[64];
     size_t got = 0;
     int rc;
-
-    if (len > 0 && (mine == NULL || all == NULL))
-        return -EINVAL;
-    if ((rc = ensure_init()) != 0)
-        return rc;
-    if (g.size == 1) {
-        if (len > 0)
-            memmove(all, mine, len);
-        return 0;
-    }
-    if (len > SIZE_MAX / (size_t)g.size)
-        return -EINVAL;
-
     size_t total = len * (size_t)g.size;
-    int64_t deadline = deadline_from(timeout_ms);
     unsigned long epoch = ++g.epoch;
 
     if (g.rank != 0) {
@@ -367,7 +231,7 @@ static int collective(char kind, const void *mine, size_t len, void *all, int ti
         coll_key(key, sizeof key, kind, epoch, -1);
         rc = wait_read(key, all, total, &got, deadline);
         if (rc == -ENOSPC || (rc == 0 && got != total))
-            return -EIO; /* ranks disagree on len */
+            return sv_boot_fail(-EIO, "collective %lu: the ranks passed different lengths", epoch);
         if (rc != 0)
             return rc;
     } else {
@@ -378,7 +242,9 @@ static int collective(char kind, const void *mine, size_t len, void *all, int ti
             coll_key(key, sizeof key, kind, epoch, r);
             rc = wait_read(key, slot, len, &got, deadline);
             if (rc == -ENOSPC || (rc == 0 && got != len))
-                return -EIO;
+                return sv_boot_fail(-EIO, "collective %lu: rank %d passed another length", epoch, r);
+            if (rc == -ETIMEDOUT)
+                return sv_boot_fail(rc, "collective %lu: rank %d did not arrive in time", epoch, r);
             if (rc != 0)
                 return rc;
         }
@@ -400,38 +266,94 @@ static int collective(char kind, const void *mine, size_t len, void *all, int ti
     return 0;
 }
 
-int sv_boot_allgather(const void *mine, size_t len, void *all, int timeout_ms)
+int jd_publish_name(const char *name, const void *addr, size_t len)
 {
-    return collective('a', mine, len, all, timeout_ms);
-}
-
-int sv_boot_barrier(int timeout_ms)
-{
-    return collective('b', NULL, 0, NULL, timeout_ms);
-}
-
-int sv_boot_publish_name(const char *name, const void *addr, size_t len)
-{
-    static const char hexdig[] = "0123456789abcdef";
-    const unsigned char *a = addr;
-    char *line;
+    char *line = malloc(2 * len + 2);
     int rc;
-
-    if (!valid_name(name) || addr == NULL || len == 0 || len > NAME_ADDR_MAX)
-        return -EINVAL;
-    if ((rc = ensure_init()) != 0)
-        return rc;
-    if (g.dir[0] == '\0')
-        return -ENOENT;
-    line = malloc(2 * len + 1);
     if (line == NULL)
         return -ENOMEM;
-    for (size_t i = 0; i < len; i++) {
-        line[2 * i] = hexdig[a[i] >> 4];
-        line[2 * i + 1] = hexdig[a[i] & 0xf];
-    }
+    sv_boot_hex(addr, len, line);
     line[2 * len] = '\n';
     rc = write_atomic("names", name, line, 2 * len + 1);
     free(line);
+    return rc;
+}
+
+static int parse_name_text(const char *text, ssize_t n, void *addr, size_t cap, size_t *len);
+
+/* names/<name>: one line of hex. Read like a hosts file (regular files only, bounded),
+ * so a FIFO or a device put there cannot stall a lookup. -ENOENT for anything else. */
+static int read_name_file(const char *name, void *addr, size_t cap, size_t *len)
+{
+    enum { TEXT_MAX = 2 * 65536 + 2 };
+    char path[PATH_MAX];
+    struct stat st;
+    ssize_t n;
+    if (make_path(path, sizeof path, "names", name) != 0)
+        return -ENOENT;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -ENOENT;
+    char *text = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size >= TEXT_MAX ||
+        (text = malloc((size_t)st.st_size + 1)) == NULL) {
+        close(fd);
+        return -ENOENT;
+    }
+    n = read(fd, text, (size_t)st.st_size);
+    close(fd);
+    int rc = parse_name_text(text, n, addr, cap, len);
+    free(text);
+    return rc;
+}
+
+static int parse_name_text(const char *text, ssize_t n, void *addr, size_t cap, size_t *len)
+{
+    if (n <= 0)
+        return -ENOENT;
+    size_t hexlen = 0;
+    while (hexlen < (size_t)n && text[hexlen] != '\n')
+        hexlen++;
+    if (hexlen == 0 || hexlen % 2 != 0)
+        return -ENOENT;
+    *len = hexlen / 2;
+    if (*len > cap)
+        return -ENOSPC;
+    return sv_boot_unhex(text, hexlen, addr, cap) < 0 ? -ENOENT : 0;
+}
+
+int jd_lookup_name(const char *name, void *addr, size_t cap, size_t *len)
+{
+    return read_name_file(name, addr, cap, len);
+}
+
+int jd_lookup_addr(const void *addr, size_t len, char *name, size_t cap)
+{
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/names", g.dir);
+    int rc = -ENOENT;
+    if (n < 0 || (size_t)n >= sizeof path)
+        return -ENOENT;
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -ENOENT;
+    unsigned char *a = malloc(len);
+    struct dirent *e;
+    while (a != NULL && (e = readdir(d)) != NULL) {
+        size_t got = 0;
+        if (e->d_name[0] == '.' || read_name_file(e->d_name, a, len, &got) != 0 || got != len ||
+            memcmp(a, addr, len) != 0)
+            continue;
+        size_t nl = strlen(e->d_name);
+        if (nl + 1 > cap) {
+            rc = -ENOSPC;
+        } else {
+            memcpy(name, e->d_name, nl + 1);
+            rc = 0;
+        }
+        break;
+    }
+    free(a);
+    closedir(d);
     return rc;
 }

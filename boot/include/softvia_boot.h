@@ -1,6 +1,15 @@
-/* softvia_boot.h - bootstrap helpers for programs started by softvia-run.
+/* softvia_boot.h - how a process of a job finds its rank, the job's size and its peers.
  *
- * Job directory protocol (shared with the vipl name service; keep in sync):
+ * Two back ends, chosen at sv_boot_init from the environment (docs/launching.md):
+ *   - softvia-run's job directory, when SOFTVIA_RANK/SOFTVIA_SIZE are set (below);
+ *   - PMIx, when PMIX_NAMESPACE and PMIX_RANK are set (Open MPI's mpirun, Slurm's srun
+ *     --mpi=pmix, any PMIx launcher): rank and size from PMIx; put/get through
+ *     PMIx_Publish/PMIx_Lookup; allgather through PMIx_Put, PMIx_Commit, a fence that
+ *     collects data, and PMIx_Get; barrier through a fence; names published as two keys
+ *     (name -> address, address -> name). Nothing is shared but the launcher's wire.
+ * Neither set: a job of one (rank 0, size 1).
+ *
+ * Job directory protocol (the vipl name service reads it through sv_boot_lookup_name):
  *
  *   softvia-run creates  ${SOFTVIA_JOB_ROOT:-/dev/shm}/softvia-job.<launcher pid>.<16 hex digits>
  *   (mode 0700) with the subdirectories names/ and kv/ and the file .launcher, which
@@ -47,14 +56,24 @@ extern "C" {
 /* Longest key or name accepted (a single path component). */
 #define SV_BOOT_KEY_MAX 255
 
-/* Reads SOFTVIA_RANK/SOFTVIA_SIZE/SOFTVIA_JOB_DIR (again on every call).
- * Not launched (RANK and SIZE both unset): rank 0, size 1, returns 0.
+/* Reads SOFTVIA_RANK/SOFTVIA_SIZE/SOFTVIA_JOB_DIR (again on every call), else the PMIx
+ * environment (connecting to the PMIx server once per process).
+ * Not launched (neither set): rank 0, size 1, returns 0.
  * Malformed values, only one of RANK/SIZE set, SIZE > 1 without a job
- * directory, or a relative job directory: -EINVAL.
+ * directory, or a relative job directory: -EINVAL. Only one of PMIX_NAMESPACE and
+ * PMIX_RANK set: -EINVAL; the PMIx server unreachable or refusing: -EIO.
+ * sv_boot_last_error says which setting is at fault.
  * rank and size may be NULL. The other functions call this lazily. */
 int sv_boot_init(int *rank, int *size);
 
-/* The job directory (SOFTVIA_JOB_DIR), or NULL when it is not set. */
+/* "jobdir", "pmix" or "none" (a job of one): the back end sv_boot_init chose. */
+const char *sv_boot_backend(void);
+
+/* Why the last failed call of this process failed, naming the setting or argument at
+ * fault ("" when none failed). */
+const char *sv_boot_last_error(void);
+
+/* The job directory (SOFTVIA_JOB_DIR), or NULL when it is not set (also under PMIx). */
 const char *sv_boot_job_dir(void);
 
 /* Stores kv/<key> atomically (replacing an older value).
@@ -78,6 +97,14 @@ int sv_boot_barrier(int timeout_ms);
  * name: printable ASCII without spaces or '/', not starting with '.',
  * at most SV_BOOT_KEY_MAX bytes. len must be 1..65536. */
 int sv_boot_publish_name(const char *name, const void *addr, size_t len);
+
+/* The address published under name (checked once, no waiting): 0 and *len set, -ENOENT
+ * when there is none, -ENOSPC (with *len the size) when it does not fit cap. */
+int sv_boot_lookup_name(const char *name, void *addr, size_t cap, size_t *len);
+
+/* The name published for an address (checked once): 0, -ENOENT, or -ENOSPC when the
+ * name and its NUL do not fit cap. */
+int sv_boot_lookup_addr(const void *addr, size_t len, char *name, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,289 @@
+/* boot.c - the front of the bootstrap library: picks the back end from the environment,
+ * checks arguments once for both back ends, and keeps the reason of the last failure. */
+#define _GNU_SOURCE
+#include "softvia_boot.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+struct sv_boot_state sv_boot_g;
+static char last_error[512];
+
+int sv_boot_fail(int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+const char *sv_boot_last_error(void) { return last_error; }
+
+int64_t sv_boot_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t sv_boot_deadline(int timeout_ms)
+{
+    return timeout_ms < 0 ? -1 : sv_boot_now_ns() + (int64_t)timeout_ms * 1000000;
+}
+
+void sv_boot_nap_ns(int64_t ns)
+{
+    struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+    /* An early wake-up is harmless: the caller just polls again sooner. */
+    nanosleep(&ts, NULL);
+}
+
+void sv_boot_hex(const void *bytes, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *b = bytes;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 0xf];
+    }
+    out[2 * n] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+long sv_boot_unhex(const char *s, size_t slen, void *out, size_t cap)
+{
+    unsigned char *o = out;
+    if (slen == 0 || slen % 2 != 0 || slen / 2 > cap)
+        return -1;
+    for (size_t i = 0; i < slen; i += 2) {
+        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        o[i / 2] = (unsigned char)(hi << 4 | lo);
+    }
+    return (long)(slen / 2);
+}
+
+/* ---- argument checks ------------------------------------------------------------ */
+
+static int valid_key(const char *key)
+{
+    size_t n;
+    if (key == NULL)
+        return 0;
+    n = strlen(key);
+    if (n == 0 || n > SV_BOOT_KEY_MAX || strcmp(key, ".") == 0 || strcmp(key, "..") == 0)
+        return 0;
+    for (const char *p = key; *p; p++) {
+        char c = *p;
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/* Names may look like host names or "host:port"; only what would break the
+ * file layout (or the "name hex" hosts-file format) is refused. */
+static int valid_name(const char *name)
+{
+    size_t n;
+    if (name == NULL)
+        return 0;
+    n = strlen(name);
+    if (n == 0 || n > SV_BOOT_KEY_MAX || name[0] == '.')
+        return 0;
+    for (const char *p = name; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c <= ' ' || c >= 0x7f || c == '/')
+            return 0;
+    }
+    return 1;
+}
+
+#define NAME_ADDR_MAX 65536
+
+static int ensure_init(void)
+{
+    if (!sv_boot_g.inited)
+        sv_boot_init(NULL, NULL);
+    return sv_boot_g.init_rc;
+}
+
+/* ---- public API ---------------------------------------------------------------- */
+
+int sv_boot_init(int *rank, int *size)
+{
+    int rc;
+    /* The epoch survives re-initialisation so keys never repeat. */
+    sv_boot_g.inited = 1;
+    sv_boot_g.dir[0] = '\0';
+    sv_boot_g.rank = 0;
+    sv_boot_g.size = 1;
+    if (getenv("SOFTVIA_RANK") || getenv("SOFTVIA_SIZE") || getenv("SOFTVIA_JOB_DIR")) {
+        sv_boot_g.kind = SV_BOOT_JOBDIR;
+        rc = jd_init();
+    } else if (getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
+        sv_boot_g.kind = SV_BOOT_PMIX;
+        rc = px_init();
+    } else {
+        sv_boot_g.kind = SV_BOOT_NONE;
+        rc = 0;
+    }
+    if (rc != 0) {
+        sv_boot_g.kind = SV_BOOT_NONE;
+        sv_boot_g.rank = 0;
+        sv_boot_g.size = 1;
+        sv_boot_g.dir[0] = '\0';
+    }
+    sv_boot_g.init_rc = rc;
+    if (rank)
+        *rank = sv_boot_g.rank;
+    if (size)
+        *size = sv_boot_g.size;
+    return rc;
+}
+
+const char *sv_boot_backend(void)
+{
+    ensure_init();
+    switch (sv_boot_g.kind) {
+    case SV_BOOT_JOBDIR: return "jobdir";
+    case SV_BOOT_PMIX: return "pmix";
+    default: return "none";
+    }
+}
+
+const char *sv_boot_job_dir(void)
+{
+    if (ensure_init() != 0 || sv_boot_g.dir[0] == '\0')
+        return NULL;
+    return sv_boot_g.dir;
+}
+
+/* No launcher: the calls that need one say so. */
+static int no_launcher(const char *what)
+{
+    return sv_boot_fail(-ENOENT, "%s: not started by a launcher (neither SOFTVIA_RANK nor PMIX_RANK is set)",
+                        what);
+}
+
+int sv_boot_put(const char *key, const void *val, size_t len)
+{
+    int rc;
+    if (!valid_key(key) || (val == NULL && len > 0))
+        return sv_boot_fail(-EINVAL, "sv_boot_put: bad key or value");
+    if ((rc = ensure_init()) != 0)
+        return rc;
+    switch (sv_boot_g.kind) {
+    case SV_BOOT_JOBDIR: return sv_boot_g.dir[0] ? jd_put(key, val, len) : no_launcher("sv_boot_put");
+    case SV_BOOT_PMIX: return px_put(key, val, len);
+    default: return no_launcher("sv_boot_put");
+    }
+}
+
+int sv_boot_get(const char *key, void *val, size_t cap, size_t *len, int timeout_ms)
+{
+    int rc;
+    if (!valid_key(key) || (val == NULL && cap > 0))
+        return sv_boot_fail(-EINVAL, "sv_boot_get: bad key or buffer");
+    if ((rc = ensure_init()) != 0)
+        return rc;
+    int64_t deadline = sv_boot_deadline(timeout_ms);
+    switch (sv_boot_g.kind) {
+    case SV_BOOT_JOBDIR:
+        return sv_boot_g.dir[0] ? jd_get(key, val, cap, len, deadline) : no_launcher("sv_boot_get");
+    case SV_BOOT_PMIX: return px_get(key, val, cap, len, deadline);
+    default: return no_launcher("sv_boot_get");
+    }
+}
+
+static int collective(char kind, const void *mine, size_t len, void *all, int timeout_ms)
+{
+    int rc;
+    if (len > 0 && (mine == NULL || all == NULL))
+        return sv_boot_fail(-EINVAL, "sv_boot_allgather: NULL buffer");
+    if ((rc = ensure_init()) != 0)
+        return rc;
+    if (sv_boot_g.size == 1) {
+        if (len > 0)
+            memmove(all, mine, len);
+        return 0;
+    }
+    if (len > SIZE_MAX / (size_t)sv_boot_g.size)
+        return sv_boot_fail(-EINVAL, "sv_boot_allgather: %zu bytes times %d ranks overflows", len,
+                            sv_boot_g.size);
+    int64_t deadline = sv_boot_deadline(timeout_ms);
+    if (sv_boot_g.kind == SV_BOOT_PMIX)
+        return px_collective(kind, mine, len, all, deadline);
+    return jd_collective(kind, mine, len, all, deadline);
+}
+
+int sv_boot_allgather(const void *mine, size_t len, void *all, int timeout_ms)
+{
+    return collective('a', mine, len, all, timeout_ms);
+}
+
+int sv_boot_barrier(int timeout_ms)
+{
+    return collective('b', NULL, 0, NULL, timeout_ms);
+}
+
+int sv_boot_publish_name(const char *name, const void *addr, size_t len)
+{
+    int rc;
+    if (!valid_name(name) || addr == NULL || len == 0 || len > NAME_ADDR_MAX)
+        return sv_boot_fail(-EINVAL, "sv_boot_publish_name: bad name or address");
+    if ((rc = ensure_init()) != 0)
+        return rc;
+    switch (sv_boot_g.kind) {
+    case SV_BOOT_JOBDIR:
+        return sv_boot_g.dir[0] ? jd_publish_name(name, addr, len) : no_launcher("sv_boot_publish_name");
+    case SV_BOOT_PMIX: return px_publish_name(name, addr, len);
+    default: return no_launcher("sv_boot_publish_name");
+    }
+}
+
+int sv_boot_lookup_name(const char *name, void *addr, size_t cap, size_t *len)
+{
+    if (!valid_name(name) || (addr == NULL && cap > 0) || len == NULL)
+        return sv_boot_fail(-EINVAL, "sv_boot_lookup_name: bad name or buffer");
+    if (ensure_init() != 0)
+        return -ENOENT;
+    switch (sv_boot_g.kind) {
+    case SV_BOOT_JOBDIR: return sv_boot_g.dir[0] ? jd_lookup_name(name, addr, cap, len) : -ENOENT;
+    case SV_BOOT_PMIX: return px_lookup_name(name, addr, cap, len);
+    default: return -ENOENT;
+    }
+}
+
+int sv_boot_lookup_addr(const void *addr, size_t len, char *name, size_t cap)
+{
+    if (addr == NULL || len == 0 || len > NAME_ADDR_MAX || (name == NULL && cap > 0))
+        return sv_boot_fail(-EINVAL, "sv_boot_lookup_addr: bad address or buffer");
+    if (ensure_init() != 0)
+        return -ENOENT;
+    switch (sv_boot_g.kind) {
+    case SV_BOOT_JOBDIR: return sv_boot_g.dir[0] ? jd_lookup_addr(addr, len, name, cap) : -ENOENT;
+    case SV_BOOT_PMIX: return px_lookup_addr(addr, len, name, cap);
+    default: return -ENOENT;
+    }
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# launchers_test.sh CASE BUILD_DIR - programs that work under softvia-run, started by
+# Open MPI's mpirun instead (PMIx back end of boot/), unchanged:
+#   mpirun_local   on this host: boot_check (2, 4), vipl_bench, AM SPMD programs (am_reduce
+#                  on 4, am_pingpong), a Split-C conformance program (2, 4), mp_names
+#   netns_udp      2 processes on two "hosts" (network namespaces joined by a veth pair),
+#   netns_dpdk     each with a private /tmp and /dev/shm: nothing shared but the wire
+#   lies           an incomplete PMIx environment, and a peer that never joins: clear
+#                  errors within bounded time
+set -u
+CASE=$1
+B=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed (Debian: openmpi-bin)"; exit 77; }
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+fail=0
+
+run() { # run LABEL TIMEOUT CMD...: the command must exit 0 within TIMEOUT seconds
+    local label=$1 t=$2; shift 2
+    local out rc start=$(date +%s.%N)
+    out=$(timeout -k 5 "$t" "$@" 2>&1); rc=$?
+    printf '%-44s rc=%d  %.1f s\n' "$label" "$rc" "$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')"
+    if [ $rc -ne 0 ]; then
+        echo "$out" | tail -20 | sed 's/^/    /'
+        fail=1
+    fi
+}
+
+case $CASE in
+mpirun_local)
+    run "boot_check -np 2" 60 "${MPIRUN[@]}" -np 2 "$B/tests/launcher/launcher_boot_check" 2 pmix
+    run "boot_check -np 4" 60 "${MPIRUN[@]}" -np 4 "$B/tests/launcher/launcher_boot_check" 4 pmix
+    run "vipl_bench -np 2" 90 "${MPIRUN[@]}" -np 2 "$B/tools/bench/vipl_bench" --sizes 4,4096 --iters 2000 --msgs 5000
+    run "am_reduce -np 4" 90 "${MPIRUN[@]}" -np 4 "$B/tests/am/am_reduce" --count 300
+    run "am_pingpong -np 2" 90 "${MPIRUN[@]}" -np 2 "$B/tests/am/am_pingpong"
+    run "sc_types -np 2" 90 "${MPIRUN[@]}" -np 2 "$B/tests/splitc/sc_types"
+    run "sc_types -np 4" 90 "${MPIRUN[@]}" -np 4 "$B/tests/splitc/sc_types"
+    run "sc_types -np 2 SPLITC_SHM=off" 90 "${MPIRUN[@]}" -np 2 -x SPLITC_SHM=off "$B/tests/splitc/sc_types"
+    run "mp_names -np 2" 60 "${MPIRUN[@]}" -np 2 "$B/tests/multiproc/mp_names"
+    ;;
+netns_udp | netns_dpdk)
+    [ "$(id -u)" = 0 ] || { echo "SKIP: network namespaces need root"; exit 77; }
+    . "$HERE/netns_hosts.sh"
+    netns_up || { echo "FAIL: could not create the namespaces"; exit 1; }
+    if [ "$CASE" = netns_udp ]; then dev=udp; else dev="dpdk:vdev=net_af_packet0;iface=sv0"; fi
+    # mpirun runs on host A with a private /tmp and /dev/shm too; B's side is started by
+    # the agent. Only -x variables reach B: nothing of A's environment or files.
+    ACROSS=(ip netns exec "$NS_A" unshare --mount --propagation private sh -c
+        'mount -t tmpfs -o mode=1777 none /tmp && mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"' sh
+        "${MPIRUN[@]}" --host "$HOST_A:1,$HOST_B:1" -np 2 --mca plm_rsh_agent "$AGENT"
+        -x SOFTVIA_DEVICE="$dev" -x SOFTVIA_PROGRESS=inline)
+    run "boot_check across ($dev)" 60 "${ACROSS[@]}" "$B/tests/launcher/launcher_boot_check" 2 pmix
+    run "vipl_bench across ($dev)" 120 "${ACROSS[@]}" "$B/tools/bench/vipl_bench" --sizes 4,4096 --iters 2000 --msgs 5000
+    run "am_pingpong across ($dev)" 120 "${ACROSS[@]}" "$B/tests/am/am_pingpong"
+    run "sc_types across ($dev)" 120 "${ACROSS[@]}" "$B/tests/splitc/sc_types"
+    run "mp_names across ($dev)" 60 "${ACROSS[@]}" "$B/tests/multiproc/mp_names"
+    ;;
+lies)
+    run "PMIX_NAMESPACE without PMIX_RANK" 30 env -u SOFTVIA_RANK -u SOFTVIA_SIZE "$B/tests/launchers/boot_lies" env-no-rank
+    run "no PMIx server" 30 env -u SOFTVIA_RANK -u SOFTVIA_SIZE "$B/tests/launchers/boot_lies" env-no-server
+    run "a peer that never joins (-np 2)" 60 "${MPIRUN[@]}" -np 2 "$B/tests/launchers/boot_lies" silent-peer
+    # An AM SPMD program in the liar's environment stops with the reason, not a hang.
+    out=$(env -u PMIX_RANK PMIX_NAMESPACE=liar timeout 30 "$B/tests/am/am_pingpong" 2>&1); rc=$?
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! echo "$out" | grep -q PMIX_RANK; then
+        echo "am_pingpong in a liar's environment: rc=$rc, no PMIX_RANK in: $out" | tail -5; fail=1
+    else
+        echo "am_pingpong in a liar's environment: $(echo "$out" | grep PMIX_RANK | head -1)"
+    fi
+    ;;
+*) echo "unknown case $CASE"; exit 2 ;;
+esac
+[ $fail -eq 0 ] && echo "PASS: $CASE" || echo "FAIL: $CASE"
+exit $fail

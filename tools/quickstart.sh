@@ -22,7 +22,8 @@ packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
 [[ $what == bench ]] && packages+=(ucx-utils dpdk-dev sockperf  # peers: ucx_perftest, dpdk-testpmd, sockperf
                                    openmpi-bin libopenmpi-dev gnuplot-nox)  # OpenSHMEM beside Split-C; plots
 [[ $what == test ]] && packages+=(clang libclang-rt-14-dev  # libFuzzer
-                                  gnuplot-nox)                # the reproduction command's quick run (ctest reproduce_quick)
+                                  gnuplot-nox                 # the reproduction command's quick run (ctest reproduce_quick)
+                                  tshark tcpdump python3)     # the Wireshark dissector's test (tests/wireshark)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

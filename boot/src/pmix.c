@@ -1,6 +1,8 @@
 /* pmix.c - the PMIx back end: for processes started by a PMIx launcher (Open MPI's
  * mpirun, Slurm's srun --mpi=pmix). Nothing is shared between hosts but the launcher:
- *   put/get          PMIx_Publish / PMIx_Lookup (polled until the deadline)
+ *   put/get          PMIx_Publish / PMIx_Lookup (polled until the deadline); where the
+ *                    server has neither (Slurm), the putter's own data and a PMIx_Get
+ *                    of every rank's
  *   allgather        PMIx_Put + PMIx_Commit, a fence collecting data, PMIx_Get per rank
  *   barrier          a fence without data
  *   names            two published keys: the name's address and the address's name
@@ -24,6 +26,11 @@
 #define g sv_boot_g
 static pmix_proc_t me;
 static int connected;
+
+/* A server without publish/lookup (Slurm's PMIx plugin answers PMIX_ERR_NOT_SUPPORTED):
+ * keys then go into this rank's own data (PMIx_Put + PMIx_Commit), and a reader asks
+ * every rank for them. Each process finds out on its first publish or lookup. */
+static int no_publish;
 
 /* Published keys: "sv.k.<key>" (put/get), "sv.n.<name>", "sv.a.<hex address>". */
 static int pub_key(char *out, size_t cap, const char *kind, const char *what)
@@ -73,8 +80,25 @@ int px_init(void)
     return 0;
 }
 
+/* Into this rank's own data, for servers without publish/lookup. */
+static int put_own(const char *key, const void *val, size_t len)
+{
+    pmix_value_t v;
+    pmix_byte_object_t bo = {.bytes = (char *)val, .size = len};
+    PMIX_VALUE_LOAD(&v, &bo, PMIX_BYTE_OBJECT);
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key, &v);
+    PMIX_VALUE_DESTRUCT(&v);
+    if (rc == PMIX_SUCCESS)
+        rc = PMIx_Commit();
+    if (rc != PMIX_SUCCESS)
+        return sv_boot_fail(-EIO, "PMIx_Put/Commit(%s) failed: %s", key, PMIx_Error_string(rc));
+    return 0;
+}
+
 static int publish(const char *key, const void *val, size_t len)
 {
+    if (no_publish)
+        return put_own(key, val, len);
     pmix_info_t info;
     pmix_byte_object_t bo = {.bytes = (char *)val, .size = len};
     char *keys[] = {(char *)key, NULL};
@@ -83,14 +107,55 @@ static int publish(const char *key, const void *val, size_t len)
     PMIX_INFO_LOAD(&info, key, &bo, PMIX_BYTE_OBJECT);
     pmix_status_t rc = PMIx_Publish(&info, 1);
     PMIX_INFO_DESTRUCT(&info);
+    if (rc == PMIX_ERR_NOT_SUPPORTED) {
+        no_publish = 1;
+        return put_own(key, val, len);
+    }
     if (rc != PMIX_SUCCESS)
         return sv_boot_fail(-EIO, "PMIx_Publish(%s) failed: %s", key, PMIx_Error_string(rc));
     return 0;
 }
 
+/* Every rank's own data, once, without waiting: 0, -ENOENT, -ENOSPC. The server answers
+ * from what the ranks of its node committed (PMIX_IMMEDIATE: no request to the resource
+ * manager, which would wait for a key that only one rank will ever put). */
+static int lookup_ranks(const char *key, void *val, size_t cap, size_t *len)
+{
+    pmix_info_t info[2];
+    bool yes = true;
+    PMIX_INFO_LOAD(&info[0], PMIX_IMMEDIATE, &yes, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_GET_REFRESH_CACHE, &yes, PMIX_BOOL);
+    int out = -ENOENT;
+    for (int r = 0; r < g.size && out == -ENOENT; r++) {
+        pmix_proc_t p;
+        pmix_value_t *got = NULL;
+        PMIX_LOAD_PROCID(&p, me.nspace, (pmix_rank_t)r);
+        if (PMIx_Get(&p, key, info, 2, &got) != PMIX_SUCCESS || got == NULL)
+            continue;
+        if (got->type == PMIX_BYTE_OBJECT) {
+            size_t n = got->data.bo.size;
+            if (len)
+                *len = n;
+            if (n > cap) {
+                out = -ENOSPC;
+            } else {
+                if (n > 0)
+                    memcpy(val, got->data.bo.bytes, n);
+                out = 0;
+            }
+        }
+        PMIX_VALUE_RELEASE(got);
+    }
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    return out;
+}
+
 /* One lookup: 0, -ENOENT (not published yet), -ENOSPC, -EIO. */
 static int lookup_once(const char *key, void *val, size_t cap, size_t *len)
 {
+    if (no_publish)
+        return lookup_ranks(key, val, cap, len);
     pmix_pdata_t pd;
     PMIX_PDATA_CONSTRUCT(&pd);
     snprintf(pd.key, sizeof pd.key, "%s", key);
@@ -98,6 +163,9 @@ static int lookup_once(const char *key, void *val, size_t cap, size_t *len)
     int out;
     if (rc == PMIX_ERR_NOT_FOUND || rc == PMIX_ERR_NO_PERMISSIONS) {
         out = -ENOENT;
+    } else if (rc == PMIX_ERR_NOT_SUPPORTED) {
+        no_publish = 1;
+        out = lookup_ranks(key, val, cap, len);
     } else if (rc != PMIX_SUCCESS || pd.value.type != PMIX_BYTE_OBJECT) {
         out = sv_boot_fail(-EIO, "PMIx_Lookup(%s) failed: %s", key, PMIx_Error_string(rc));
     } else {

@@ -2,7 +2,9 @@
 # launchers_test.sh CASE BUILD_DIR - programs that work under softvia-run, started by
 # Open MPI's mpirun instead (PMIx back end of boot/), unchanged:
 #   mpirun_local   on this host: boot_check (2, 4), vipl_bench, AM SPMD programs (am_reduce
-#                  on 4, am_pingpong), a Split-C conformance program (2, 4), mp_names
+#                  on 4, am_pingpong), a Split-C conformance program (2, 4; shm, am, via-rel),
+#                  multi-process VIPL tests (mp_names, mp_stream, mp_alltoall on 4), an
+#                  application (cg, verified)
 #   netns_udp      2 processes on two "hosts" (network namespaces joined by a veth pair),
 #   netns_dpdk     each with a private /tmp and /dev/shm: nothing shared but the wire
 #   lies           an incomplete PMIx environment, and a peer that never joins: clear
@@ -37,6 +39,11 @@ mpirun_local)
     run "sc_types -np 4" 90 "${MPIRUN[@]}" -np 4 "$B/tests/splitc/sc_types"
     run "sc_types -np 2 SPLITC_SHM=off" 90 "${MPIRUN[@]}" -np 2 -x SPLITC_SHM=off "$B/tests/splitc/sc_types"
     run "mp_names -np 2" 60 "${MPIRUN[@]}" -np 2 "$B/tests/multiproc/mp_names"
+    run "mp_stream RD -np 2" 90 "${MPIRUN[@]}" -np 2 "$B/tests/multiproc/mp_stream" --rel RD --progress inline
+    run "mp_alltoall -np 4" 90 "${MPIRUN[@]}" -np 4 "$B/tests/multiproc/mp_alltoall" --progress inline
+    run "sc_types -np 2 via-rel SPLITC_SHM=off" 90 "${MPIRUN[@]}" -np 2 -x SPLITC_SHM=off -x SPLITC_BACKEND=via-rel \
+        "$B/tests/splitc/sc_types"
+    run "cg --size small -np 2" 90 "${MPIRUN[@]}" -np 2 "$B/apps/cg" --size small
     ;;
 netns_udp | netns_dpdk)
     [ "$(id -u)" = 0 ] || { echo "SKIP: network namespaces need root"; exit 77; }

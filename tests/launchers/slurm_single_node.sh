@@ -161,14 +161,14 @@ for i in $(seq 150); do # up to 30 s
 done
 case $state in idle*) ;; *) die "node $HOST not idle after 30 s (sinfo: '${state}')" ;; esac
 printf 'slurm up: node %s idle after %.1f s (ports %s/%s)\n' "$HOST" \
-    "$(echo "$(date +%s.%N) - $start" | bc)" "$CTLD_PORT" "$SLURMD_PORT"
+    "$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')" "$CTLD_PORT" "$SLURMD_PORT"
 
 fail=0
 run() { # run LABEL TIMEOUT CMD...: the command must exit 0 within TIMEOUT seconds
     local label=$1 t=$2; shift 2
     local out rc s=$(date +%s.%N)
     out=$(timeout -k 5 "$t" "$@" 2>&1 </dev/null); rc=$?
-    printf '%-36s rc=%d  %.1f s\n' "$label" "$rc" "$(echo "$(date +%s.%N) - $s" | bc)"
+    printf '%-36s rc=%d  %.1f s\n' "$label" "$rc" "$(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')"
     if [ $rc -ne 0 ]; then
         echo "$out" | tail -40 | sed 's/^/    /'
         fail=1

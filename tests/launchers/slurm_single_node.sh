@@ -15,9 +15,9 @@
 # Debian 12 packages: slurmd slurmctld (they pull slurm-client, slurm-wlm-basic-plugins,
 # munge) and libpmix-dev: Debian's mpi_pmix_v4.so dlopen()s the unversioned
 # /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so, which only libpmix-dev ships.
-# Known (Slurm 22.05.8 and later): Slurm's PMIx server answers PMIx_Publish/Lookup/Unpublish
-# PMIX_ERR_NOT_SUPPORTED, so while boot/ uses them for sv_boot_put/get and names, boot_check
-# and sc_types (same-host path on) fail; am_pingpong and sc_types SPLITC_SHM=off pass.
+# Slurm's PMIx server (22.05.8, and upstream still) answers PMIx_Publish/Lookup/Unpublish
+# PMIX_ERR_NOT_SUPPORTED: boot/ then carries put/get and names on the ranks' own data
+# (docs/launching.md), which this script checks through boot_check and sc_types.
 # Exit 0 all passed, 1 a program failed (its output is printed), 77 skipped (reason printed).
 set -u
 B=${1:-/work/main/build/release}

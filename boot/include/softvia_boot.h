@@ -4,9 +4,12 @@
  *   - softvia-run's job directory, when SOFTVIA_RANK/SOFTVIA_SIZE are set (below);
  *   - PMIx, when PMIX_NAMESPACE and PMIX_RANK are set (Open MPI's mpirun, Slurm's srun
  *     --mpi=pmix, any PMIx launcher): rank and size from PMIx; put/get through
- *     PMIx_Publish/PMIx_Lookup; allgather through PMIx_Put, PMIx_Commit, a fence that
- *     collects data, and PMIx_Get; barrier through a fence; names published as two keys
- *     (name -> address, address -> name). Nothing is shared but the launcher's wire.
+ *     PMIx_Publish/PMIx_Lookup within the job's namespace (where the server has neither,
+ *     as Slurm's: the putter's own data, read from every rank of the node); allgather
+ *     through PMIx_Put, PMIx_Commit, a fence that collects data, and PMIx_Get; barrier
+ *     through a fence; names published as two keys (name -> address, address -> name).
+ *     Nothing is shared but the launcher's wire. Collectives are matched in call order,
+ *     as MPI's: every rank calls them in the same order.
  * Neither set: a job of one (rank 0, size 1).
  *
  * Job directory protocol (the vipl name service reads it through sv_boot_lookup_name):
@@ -38,7 +41,10 @@
  *   -ENOENT     not launched / no job directory
  *   -ETIMEDOUT  the timeout expired
  *   -ENOSPC     a value does not fit in the caller's buffer
- *   -EIO        I/O failure, or the job directory disappeared (launcher gone)
+ *   -EIO        I/O failure, or the job directory disappeared (launcher gone); under
+ *               PMIx, the server refused or a collective before this one timed out
+ *   -ENOTSUP    started by a PMIx launcher, built without libpmix
+ *   -ENOMEM     out of memory
  *
  * Timeouts are in milliseconds; a negative timeout waits forever, 0 checks once.
  * Not thread-safe: call the collectives from one thread, in the same order on
@@ -65,6 +71,11 @@ extern "C" {
  * sv_boot_last_error says which setting is at fault.
  * rank and size may be NULL. The other functions call this lazily. */
 int sv_boot_init(int *rank, int *size);
+
+/* Disconnects this process from a PMIx launcher (every connection the process made), for
+ * a process about to end by _exit: a launcher takes a process that leaves connected for
+ * one that crashed. exit() does it by itself. Nothing to do for the job directory. */
+void sv_boot_finalize(void);
 
 /* "jobdir", "pmix" or "none" (a job of one): the back end sv_boot_init chose. */
 const char *sv_boot_backend(void);

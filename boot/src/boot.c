@@ -4,7 +4,9 @@
 #include "softvia_boot.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,12 @@
 
 struct sv_boot_state sv_boot_g;
 static char last_error[512];
+/* Initialisation (lazy or explicit) from several threads: one at a time, and the state
+ * published only once complete. */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int init_done;
+
+static void clear_error(void) { last_error[0] = '\0'; }
 
 int sv_boot_fail(int rc, const char *fmt, ...)
 {
@@ -123,27 +131,37 @@ static int valid_name(const char *name)
 
 static int ensure_init(void)
 {
-    if (!sv_boot_g.inited)
+    if (!atomic_load_explicit(&init_done, memory_order_acquire))
         sv_boot_init(NULL, NULL);
     return sv_boot_g.init_rc;
 }
+
+static int set(const char *name) { const char *v = getenv(name); return v != NULL && *v != '\0'; }
 
 /* ---- public API ---------------------------------------------------------------- */
 
 int sv_boot_init(int *rank, int *size)
 {
     int rc;
+    clear_error();
+    pthread_mutex_lock(&init_lock);
     /* The epoch survives re-initialisation so keys never repeat. */
     sv_boot_g.inited = 1;
     sv_boot_g.dir[0] = '\0';
     sv_boot_g.rank = 0;
     sv_boot_g.size = 1;
-    if (getenv("SOFTVIA_RANK") || getenv("SOFTVIA_SIZE") || getenv("SOFTVIA_JOB_DIR")) {
+    /* softvia-run's rank first (a softvia-run job started from inside an MPI job), then a
+     * PMIx launcher's; a job directory alone (left over in the environment) does not hide
+     * the PMIx launcher's ranks. */
+    if (set("SOFTVIA_RANK") || set("SOFTVIA_SIZE")) {
         sv_boot_g.kind = SV_BOOT_JOBDIR;
         rc = jd_init();
-    } else if (getenv("PMIX_NAMESPACE") || getenv("PMIX_RANK")) {
+    } else if (set("PMIX_NAMESPACE") || set("PMIX_RANK")) {
         sv_boot_g.kind = SV_BOOT_PMIX;
         rc = px_init();
+    } else if (getenv("SOFTVIA_JOB_DIR")) {
+        sv_boot_g.kind = SV_BOOT_JOBDIR; /* a job of one with a directory for put/get */
+        rc = jd_init();
     } else {
         sv_boot_g.kind = SV_BOOT_NONE;
         rc = 0;
@@ -155,11 +173,19 @@ int sv_boot_init(int *rank, int *size)
         sv_boot_g.dir[0] = '\0';
     }
     sv_boot_g.init_rc = rc;
+    atomic_store_explicit(&init_done, 1, memory_order_release);
     if (rank)
         *rank = sv_boot_g.rank;
     if (size)
         *size = sv_boot_g.size;
+    pthread_mutex_unlock(&init_lock);
     return rc;
+}
+
+void sv_boot_finalize(void)
+{
+    if (sv_boot_g.kind == SV_BOOT_PMIX || px_connected_elsewhere())
+        px_finalize_all();
 }
 
 const char *sv_boot_backend(void)
@@ -182,6 +208,8 @@ const char *sv_boot_job_dir(void)
 /* No launcher: the calls that need one say so. */
 static int no_launcher(const char *what)
 {
+    if (sv_boot_g.kind == SV_BOOT_JOBDIR)
+        return sv_boot_fail(-ENOENT, "%s: SOFTVIA_JOB_DIR is not set: no job directory to use", what);
     return sv_boot_fail(-ENOENT, "%s: not started by a launcher (neither SOFTVIA_RANK nor PMIX_RANK is set)",
                         what);
 }
@@ -189,6 +217,7 @@ static int no_launcher(const char *what)
 int sv_boot_put(const char *key, const void *val, size_t len)
 {
     int rc;
+    clear_error();
     if (!valid_key(key) || (val == NULL && len > 0))
         return sv_boot_fail(-EINVAL, "sv_boot_put: bad key or value");
     if ((rc = ensure_init()) != 0)
@@ -203,6 +232,7 @@ int sv_boot_put(const char *key, const void *val, size_t len)
 int sv_boot_get(const char *key, void *val, size_t cap, size_t *len, int timeout_ms)
 {
     int rc;
+    clear_error();
     if (!valid_key(key) || (val == NULL && cap > 0))
         return sv_boot_fail(-EINVAL, "sv_boot_get: bad key or buffer");
     if ((rc = ensure_init()) != 0)
@@ -219,6 +249,7 @@ int sv_boot_get(const char *key, void *val, size_t cap, size_t *len, int timeout
 static int collective(char kind, const void *mine, size_t len, void *all, int timeout_ms)
 {
     int rc;
+    clear_error();
     if (len > 0 && (mine == NULL || all == NULL))
         return sv_boot_fail(-EINVAL, "sv_boot_allgather: NULL buffer");
     if ((rc = ensure_init()) != 0)
@@ -250,6 +281,7 @@ int sv_boot_barrier(int timeout_ms)
 int sv_boot_publish_name(const char *name, const void *addr, size_t len)
 {
     int rc;
+    clear_error();
     if (!valid_name(name) || addr == NULL || len == 0 || len > NAME_ADDR_MAX)
         return sv_boot_fail(-EINVAL, "sv_boot_publish_name: bad name or address");
     if ((rc = ensure_init()) != 0)
@@ -262,8 +294,21 @@ int sv_boot_publish_name(const char *name, const void *addr, size_t len)
     }
 }
 
+/* The vipl name service looks names up in every program: under a PMIx launcher, only
+ * when the process is connected already (a program that never asked for its rank must not
+ * connect, nor must a child that inherited its parent's PMIx environment). */
+static int lookups_skip_launcher(void)
+{
+    if (atomic_load_explicit(&init_done, memory_order_acquire))
+        return 0;
+    return !(set("SOFTVIA_RANK") || set("SOFTVIA_SIZE") || getenv("SOFTVIA_JOB_DIR")) && !px_connected_elsewhere();
+}
+
 int sv_boot_lookup_name(const char *name, void *addr, size_t cap, size_t *len)
 {
+    clear_error();
+    if (lookups_skip_launcher() && (set("PMIX_NAMESPACE") || set("PMIX_RANK")))
+        return -ENOENT;
     if (!valid_name(name) || (addr == NULL && cap > 0) || len == NULL)
         return sv_boot_fail(-EINVAL, "sv_boot_lookup_name: bad name or buffer");
     if (ensure_init() != 0)
@@ -277,6 +322,9 @@ int sv_boot_lookup_name(const char *name, void *addr, size_t cap, size_t *len)
 
 int sv_boot_lookup_addr(const void *addr, size_t len, char *name, size_t cap)
 {
+    clear_error();
+    if (lookups_skip_launcher() && (set("PMIX_NAMESPACE") || set("PMIX_RANK")))
+        return -ENOENT;
     if (addr == NULL || len == 0 || len > NAME_ADDR_MAX || (name == NULL && cap > 0))
         return sv_boot_fail(-EINVAL, "sv_boot_lookup_addr: bad address or buffer");
     if (ensure_init() != 0)

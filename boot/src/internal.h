@@ -58,6 +58,10 @@ SV_HIDDEN int px_collective(char kind, const void *mine, size_t len, void *all, 
 SV_HIDDEN int px_publish_name(const char *name, const void *addr, size_t len);
 SV_HIDDEN int px_lookup_name(const char *name, void *addr, size_t cap, size_t *len);
 SV_HIDDEN int px_lookup_addr(const void *addr, size_t len, char *name, size_t cap);
+/* Some other part of the process (another copy of this library) is connected to PMIx. */
+SV_HIDDEN int px_connected_elsewhere(void);
+/* Disconnects from PMIx however many times the process connected (before _exit). */
+SV_HIDDEN void px_finalize_all(void);
 
 /* Lowercase hex of n bytes into out (2n+1 bytes with the NUL); parse: -1 when not exactly
  * an even number of hex digits that fits cap. */

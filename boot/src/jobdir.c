@@ -203,14 +203,27 @@ int jd_init(void)
     return 0;
 }
 
+/* A reason for the failures the file operations report only by code. */
+static int explain(int rc, const char *what, const char *key)
+{
+    if (rc == -ETIMEDOUT)
+        return sv_boot_fail(rc, "%s(%s): nobody put it in time", what, key);
+    if (rc == -EIO)
+        return sv_boot_fail(rc, "%s(%s): the job directory %s is gone or unreadable (the launcher has ended?)",
+                            what, key, g.dir);
+    if (rc == -EINVAL)
+        return sv_boot_fail(rc, "%s(%s): the path under SOFTVIA_JOB_DIR is too long", what, key);
+    return rc;
+}
+
 int jd_put(const char *key, const void *val, size_t len)
 {
-    return write_atomic("kv", key, val, len);
+    return explain(write_atomic("kv", key, val, len), "sv_boot_put", key);
 }
 
 int jd_get(const char *key, void *val, size_t cap, size_t *len, int64_t deadline)
 {
-    return wait_read(key, val, cap, len, deadline);
+    return explain(wait_read(key, val, cap, len, deadline), "sv_boot_get", key);
 }
 
 /* Gather to rank 0, which publishes the combined result: O(size) file
@@ -226,14 +239,17 @@ int jd_collective(char kind, const void *mine, size_t len, void *all, int64_t de
     if (g.rank != 0) {
         coll_key(key, sizeof key, kind, epoch, g.rank);
         if ((rc = write_atomic("kv", key, mine, len)) != 0)
-            return rc;
+            return explain(rc, "collective", key);
         /* mine was copied out above, so reading into all is safe in place. */
         coll_key(key, sizeof key, kind, epoch, -1);
         rc = wait_read(key, all, total, &got, deadline);
         if (rc == -ENOSPC || (rc == 0 && got != total))
             return sv_boot_fail(-EIO, "collective %lu: the ranks passed different lengths", epoch);
+        if (rc == -ETIMEDOUT)
+            return sv_boot_fail(rc, "collective %lu: rank 0 did not announce its completion in time (a rank "
+                                "has not arrived)", epoch);
         if (rc != 0)
-            return rc;
+            return explain(rc, "collective", key);
     } else {
         if (len > 0)
             memmove(all, mine, len);
@@ -246,11 +262,11 @@ int jd_collective(char kind, const void *mine, size_t len, void *all, int64_t de
             if (rc == -ETIMEDOUT)
                 return sv_boot_fail(rc, "collective %lu: rank %d did not arrive in time", epoch, r);
             if (rc != 0)
-                return rc;
+                return explain(rc, "collective", key);
         }
         coll_key(key, sizeof key, kind, epoch, -1);
         if ((rc = write_atomic("kv", key, all, total)) != 0)
-            return rc;
+            return explain(rc, "collective", key);
     }
 
     /* Finishing this collective proves every rank entered it, hence finished

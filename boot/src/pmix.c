@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -26,6 +27,10 @@
 #define g sv_boot_g
 static pmix_proc_t me;
 static int connected;
+static pid_t connected_pid; /* a forked child has the parent's connection: not its own */
+/* A collective that timed out left this rank's part of a fence with the server: later
+ * fences would be matched against it, so the ranks are out of step for good. */
+static unsigned long broken_epoch;
 
 /* A server without publish/lookup (Slurm's PMIx plugin answers PMIX_ERR_NOT_SUPPORTED):
  * keys then go into this rank's own data (PMIx_Put + PMIx_Commit), and a reader asks
@@ -41,10 +46,30 @@ static int pub_key(char *out, size_t cap, const char *kind, const char *what)
 
 static void disconnect(void)
 {
-    if (connected) {
+    if (connected && getpid() == connected_pid) {
         connected = 0;
         PMIx_Finalize(NULL, 0);
     }
+}
+
+int px_connected_elsewhere(void) { return PMIx_Initialized() ? 1 : 0; }
+
+void px_finalize_all(void)
+{
+    if (connected && getpid() != connected_pid)
+        return;
+    connected = 0;
+    while (PMIx_Initialized())
+        if (PMIx_Finalize(NULL, 0) != PMIX_SUCCESS)
+            break;
+}
+
+/* Published data stays within this job (the default range is the whole session: other
+ * jobs of a persistent launcher would see it and clash). */
+static void range_info(pmix_info_t *info)
+{
+    pmix_data_range_t range = PMIX_RANGE_NAMESPACE;
+    PMIX_INFO_LOAD(info, PMIX_RANGE, &range, PMIX_DATA_RANGE);
 }
 
 int px_init(void)
@@ -54,12 +79,16 @@ int px_init(void)
         return sv_boot_fail(-EINVAL, "PMIX_RANK is set but PMIX_NAMESPACE is not: an incomplete PMIx environment");
     if (rs == NULL || *rs == '\0')
         return sv_boot_fail(-EINVAL, "PMIX_NAMESPACE is set but PMIX_RANK is not: an incomplete PMIx environment");
+    if (connected && getpid() != connected_pid)
+        return sv_boot_fail(-EINVAL, "a forked child cannot use its parent's PMIx connection (PMIX_RANK=%s is the "
+                            "parent's rank)", rs);
     if (!connected) {
         pmix_status_t rc = PMIx_Init(&me, NULL, 0);
         if (rc != PMIX_SUCCESS)
             return sv_boot_fail(-EIO, "PMIx_Init failed (%s): the PMIx server named by PMIX_SERVER_URI* is not "
                                 "reachable", PMIx_Error_string(rc));
         connected = 1;
+        connected_pid = getpid();
         /* A launcher takes a process that connected and exits without PMIx_Finalize
          * for one that died ("exiting improperly"): disconnect at exit. */
         atexit(disconnect);
@@ -99,14 +128,19 @@ static int publish(const char *key, const void *val, size_t len)
 {
     if (no_publish)
         return put_own(key, val, len);
-    pmix_info_t info;
+    pmix_info_t info[2], range;
     pmix_byte_object_t bo = {.bytes = (char *)val, .size = len};
     char *keys[] = {(char *)key, NULL};
-    /* sv_boot_put replaces an older value: a key published twice is refused by PMIx. */
-    PMIx_Unpublish(keys, NULL, 0);
-    PMIX_INFO_LOAD(&info, key, &bo, PMIX_BYTE_OBJECT);
-    pmix_status_t rc = PMIx_Publish(&info, 1);
-    PMIX_INFO_DESTRUCT(&info);
+    /* sv_boot_put replaces an older value: a key published twice is refused by PMIx (and
+     * only its publisher may withdraw it: a key another rank put stays that rank's). */
+    range_info(&range);
+    PMIx_Unpublish(keys, &range, 1);
+    PMIX_INFO_DESTRUCT(&range);
+    PMIX_INFO_LOAD(&info[0], key, &bo, PMIX_BYTE_OBJECT);
+    range_info(&info[1]);
+    pmix_status_t rc = PMIx_Publish(info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
     if (rc == PMIX_ERR_NOT_SUPPORTED) {
         no_publish = 1;
         return put_own(key, val, len);
@@ -159,9 +193,12 @@ static int lookup_once(const char *key, void *val, size_t cap, size_t *len)
     pmix_pdata_t pd;
     PMIX_PDATA_CONSTRUCT(&pd);
     snprintf(pd.key, sizeof pd.key, "%s", key);
-    pmix_status_t rc = PMIx_Lookup(&pd, 1, NULL, 0);
+    pmix_info_t range;
+    range_info(&range);
+    pmix_status_t rc = PMIx_Lookup(&pd, 1, &range, 1);
+    PMIX_INFO_DESTRUCT(&range);
     int out;
-    if (rc == PMIX_ERR_NOT_FOUND || rc == PMIX_ERR_NO_PERMISSIONS) {
+    if (rc == PMIX_ERR_NOT_FOUND || (rc == PMIX_SUCCESS && pd.value.type == PMIX_UNDEF)) {
         out = -ENOENT;
     } else if (rc == PMIX_ERR_NOT_SUPPORTED) {
         no_publish = 1;
@@ -205,8 +242,13 @@ int px_get(const char *key, void *val, size_t cap, size_t *len, int64_t deadline
         if (rc != -ENOENT)
             return rc;
         int64_t now = sv_boot_now_ns();
-        if (deadline >= 0 && now >= deadline)
+        if (deadline >= 0 && now >= deadline) {
+            if (no_publish)
+                return sv_boot_fail(-ETIMEDOUT, "sv_boot_get(%s): no rank of this node put it in time (this "
+                                    "launcher's PMIx server has no publish/lookup: keys put on other nodes "
+                                    "cannot be seen)", key);
             return sv_boot_fail(-ETIMEDOUT, "sv_boot_get(%s): nobody published it in time", key);
+        }
         int64_t nap = nap_us * 1000;
         if (deadline >= 0 && deadline - now < nap)
             nap = deadline - now;
@@ -245,6 +287,7 @@ static int fence(int collect, int64_t deadline, unsigned long epoch)
         free(w);
         return sv_boot_fail(-EIO, "PMIx_Fence_nb failed: %s", PMIx_Error_string(rc));
     }
+    broken_epoch = epoch; /* until it completes */
     int64_t nap_us = 20;
     while (!atomic_load(&w->done)) {
         int64_t now = sv_boot_now_ns();
@@ -256,6 +299,7 @@ static int fence(int collect, int64_t deadline, unsigned long epoch)
     }
     rc = w->status;
     free(w);
+    broken_epoch = 0;
     if (rc != PMIX_SUCCESS)
         return sv_boot_fail(-EIO, "collective %lu: the PMIx fence failed: %s", epoch, PMIx_Error_string(rc));
     return 0;
@@ -265,9 +309,12 @@ int px_collective(char kind, const void *mine, size_t len, void *all, int64_t de
 {
     unsigned long epoch = ++g.epoch;
     char key[PMIX_MAX_KEYLEN + 1];
+    if (broken_epoch != 0)
+        return sv_boot_fail(-EIO, "collective %lu: collective %lu did not complete on every rank, so the ranks' "
+                            "collectives are out of step", epoch, broken_epoch);
     if (kind == 'b')
         return fence(0, deadline, epoch);
-    snprintf(key, sizeof key, "sv.%s%c.%lu", SV_BOOT_COLL_NS, kind, epoch);
+    snprintf(key, sizeof key, "sv.c.%s%c.%lu", SV_BOOT_COLL_NS, kind, epoch);
     pmix_value_t v;
     pmix_byte_object_t bo = {.bytes = (char *)mine, .size = len};
     PMIX_VALUE_LOAD(&v, &bo, PMIX_BYTE_OBJECT);
@@ -280,15 +327,20 @@ int px_collective(char kind, const void *mine, size_t len, void *all, int64_t de
     int frc = fence(1, deadline, epoch);
     if (frc != 0)
         return frc;
-    /* mine may alias its slot in all: it went out above. */
+    /* mine may alias its slot in all: it went out above. The fence brought every part
+     * here: look only in this process's store (no request that could wait). */
+    pmix_info_t optional;
+    bool yes = true;
+    PMIX_INFO_LOAD(&optional, PMIX_OPTIONAL, &yes, PMIX_BOOL);
     for (int r = 0; r < g.size; r++) {
         pmix_proc_t p;
         pmix_value_t *got = NULL;
         PMIX_LOAD_PROCID(&p, me.nspace, (pmix_rank_t)r);
-        rc = PMIx_Get(&p, key, NULL, 0, &got);
+        rc = PMIx_Get(&p, key, &optional, 1, &got);
         if (rc != PMIX_SUCCESS || got == NULL || got->type != PMIX_BYTE_OBJECT || got->data.bo.size != len) {
             if (got)
                 PMIX_VALUE_RELEASE(got);
+            PMIX_INFO_DESTRUCT(&optional);
             return sv_boot_fail(-EIO, "collective %lu: rank %d's contribution is missing or of another length (%s)",
                                 epoch, r, PMIx_Error_string(rc));
         }
@@ -296,6 +348,7 @@ int px_collective(char kind, const void *mine, size_t len, void *all, int64_t de
             memcpy((char *)all + (size_t)r * len, got->data.bo.bytes, len);
         PMIX_VALUE_RELEASE(got);
     }
+    PMIX_INFO_DESTRUCT(&optional);
     return 0;
 }
 
@@ -360,5 +413,7 @@ int px_collective(char k, const void *m, size_t l, void *a, int64_t d) { (void)k
 int px_publish_name(const char *n, const void *a, size_t l) { (void)n, (void)a, (void)l; return no_pmix(); }
 int px_lookup_name(const char *n, void *a, size_t c, size_t *l) { (void)n, (void)a, (void)c, (void)l; return -ENOENT; }
 int px_lookup_addr(const void *a, size_t l, char *n, size_t c) { (void)a, (void)l, (void)n, (void)c; return -ENOENT; }
+int px_connected_elsewhere(void) { return 0; }
+void px_finalize_all(void) {}
 
 #endif

@@ -164,10 +164,7 @@ void h_atomic(void* token, int kind, int call, int alo, int ahi, int xlo, int xh
 
 void h_bar_up(void*, int gen) { A.bar_up[gen & 1]++; }
 void h_bar_down(void*, int gen) { A.bar_released = gen; }
-void h_exit(void*, int code) {
-    fflush(nullptr);
-    _exit(code);
-}
+void h_exit(void*, int code) { end_process(code); }
 
 // ---- caller side: replies -------------------------------------------------------------
 void h_get_done_s(void*, int slot, int vlo, int vhi) {

@@ -75,10 +75,7 @@ int h_atomic(int, const uint64_t a[SV_SHM_CALL_ARGS], int64_t* result, void*) {
     return 0;
 }
 
-int h_exit(int, const uint64_t a[SV_SHM_CALL_ARGS], int64_t*, void*) {
-    fflush(nullptr);
-    _exit(static_cast<int>(a[0]));
-}
+int h_exit(int, const uint64_t a[SV_SHM_CALL_ARGS], int64_t*, void*) { end_process(static_cast<int>(a[0])); }
 
 class ShmBackend final : public Backend {
 public:

@@ -133,8 +133,7 @@ int deliver(Chan* c, uint32_t len, int slot) {
             reply_free(c);
             break;
         case K_EXIT:
-            fflush(nullptr);
-            _exit(h.n);
+            end_process(h.n);
         case K_GATHER:
             rc = owner_gather(c, h, body, blen, len);
             break;

@@ -55,7 +55,13 @@ void fatal(const char* fmt, ...) {
     fputc('\n', stderr);
     fflush(stderr);
     // A failing process ends the job: softvia-run brings the others down.
-    _exit(1);
+    end_process(1);
+}
+
+void end_process(int code) {
+    fflush(nullptr);
+    sv_boot_finalize();
+    _exit(code);
 }
 
 void bad_gptr(uint8_t call, int proc, uint64_t addr, size_t n, const char* why) {
@@ -174,8 +180,7 @@ void splitc_poll(void) {
 
 void splitc_exit(int code) {
     if (PROCS > 1) g_backend->broadcast_exit(code);
-    fflush(nullptr);
-    _exit(code);
+    end_process(code);
 }
 
 const char* splitc_backend(void) { return g_backend ? g_backend->name() : "none"; }

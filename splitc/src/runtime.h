@@ -54,6 +54,9 @@ inline int64_t& counter(Wait w) { return w == Wait::kSync ? st.outstanding : st.
 
 // ---- errors: every one stops the job with a message on stderr ---------------------------
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// Ends this process at once (no atexit handlers, no destructors), disconnected from the
+// launcher first: a PMIx launcher takes a process that leaves connected for a crash.
+[[noreturn]] void end_process(int code);
 // A global pointer the program gave is bad (the caller's side, or the owner's answer).
 [[noreturn]] void bad_gptr(uint8_t call, int proc, uint64_t addr, size_t n, const char* why);
 // A Split-C call made by an atomic_call function: it runs inside the owner's handling of

@@ -15,6 +15,8 @@ static void hex(char *out, const uint8_t *a, unsigned n) {
 int main(void) {
     th_init("nameservice", 0);
     unsetenv("SOFTVIA_JOB_DIR"); /* only the hosts file: nothing from a launcher job */
+    unsetenv("PMIX_NAMESPACE");
+    unsetenv("PMIX_RANK");
     unsetenv("SOFTVIA_HOSTS");
     th_env e, e2;
     th_open_env(&e, NULL, 1 << 16);

@@ -98,7 +98,9 @@ static void loads(const char *what, const char *path) {
 
 int main(void) {
     th_init("ns_hosts_file", 0);
-    unsetenv("SOFTVIA_JOB_DIR");
+    unsetenv("SOFTVIA_JOB_DIR"); /* only the hosts file: nothing from a launcher */
+    unsetenv("PMIX_NAMESPACE");
+    unsetenv("PMIX_RANK");
     unsetenv("SOFTVIA_HOSTS");
     th_env e;
     th_open_env(&e, NULL, 0);

@@ -4,7 +4,8 @@
  *   boot_lies env-no-server    PMIX_NAMESPACE and PMIX_RANK, but no PMIx server
  *   mpirun -np 2 boot_lies silent-peer
  *                              rank 1 never joins a collective nor publishes: rank 0's
- *                              allgather, barrier and get time out with -ETIMEDOUT */
+ *                              get and allgather time out with -ETIMEDOUT, and every
+ *                              collective after that is refused (-EIO) */
 #define _GNU_SOURCE
 #include "softvia_boot.h"
 
@@ -98,6 +99,15 @@ static void silent_peer(void)
     EXPECT(strstr(sv_boot_last_error(), "fence") != NULL, "the error does not say what did not complete: '%s'",
            sv_boot_last_error());
     printf("boot_lies silent-peer: allgather: %s\n", sv_boot_last_error());
+    /* The timed-out fence is still pending at the server: a later collective must not be
+     * matched against it (it would complete without the silent peer). */
+    rc = sv_boot_barrier(1000);
+    double t3 = now_s();
+    EXPECT(rc == -EIO, "barrier after a timed-out allgather: %d, want -EIO", rc);
+    EXPECT(t3 - t2 < 0.5, "the refused barrier took %.2f s", t3 - t2);
+    EXPECT(strstr(sv_boot_last_error(), "out of step") != NULL, "the error does not say why: '%s'",
+           sv_boot_last_error());
+    printf("boot_lies silent-peer: barrier after it: %s\n", sv_boot_last_error());
 }
 
 int main(int argc, char **argv)

@@ -40,7 +40,7 @@ chmod 711 "$T" # munged: every directory above its socket must be searchable by 
 export SLURM_CONF=$T/slurm.conf
 # Nothing of a surrounding allocation or a site configuration may leak in.
 unset SLURM_JOB_ID SLURM_JOBID SLURM_STEP_ID SLURM_NODELIST SLURM_NTASKS SLURM_NPROCS
-unset SOFTVIA_RANK SOFTVIA_SIZE SOFTVIA_JOBDIR PMIX_NAMESPACE PMIX_RANK PMIX_SERVER_URI2 PMIX_SERVER_URI3 PMIX_SERVER_URI4
+unset SOFTVIA_RANK SOFTVIA_SIZE SOFTVIA_JOB_DIR PMIX_NAMESPACE PMIX_RANK PMIX_SERVER_URI2 PMIX_SERVER_URI3 PMIX_SERVER_URI4
 
 pid_of() { [ -s "$1" ] && cat "$1" 2>/dev/null; }
 alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }

@@ -55,18 +55,18 @@ mpirun_local)
     run "mp_alltoall -np 4" 90 'mp_alltoall\[rank 0/4\]: PASS' "${MPIRUN[@]}" -np 4 "$B/tests/multiproc/mp_alltoall" --progress inline
     run "sc_types -np 2 via-rel SPLITC_SHM=off" 90 'process 0 of 2' "${MPIRUN[@]}" -np 2 -x SPLITC_SHM=off -x SPLITC_BACKEND=via-rel \
         "$B/tests/splitc/sc_types"
+    # splitc_exit ends every process by _exit: disconnected first, or mpirun calls it a crash.
+    run "sc_exit 0 -np 2" 60 'calls splitc_exit' "${MPIRUN[@]}" -np 2 "$B/tests/splitc/sc_exit" 0
     run "cg --size small -np 2" 90 'procs=2 .*verified=yes' "${MPIRUN[@]}" -np 2 "$B/apps/cg" --size small
     ;;
 netns_udp | netns_dpdk)
     [ "$(id -u)" = 0 ] || { echo "SKIP: network namespaces need root"; exit 77; }
     . "$HERE/netns_hosts.sh"
-    netns_up || { echo "FAIL: could not create the namespaces"; exit 1; }
+    netns_up "$B" || { echo "FAIL: could not create the namespaces"; exit 1; }
     if [ "$CASE" = netns_udp ]; then dev=udp; else dev="dpdk:vdev=net_af_packet0;iface=sv0"; fi
     # mpirun runs on host A with a private /tmp and /dev/shm too; B's side is started by
     # the agent. Only -x variables reach B: nothing of A's environment or files.
-    ACROSS=(ip netns exec "$NS_A" unshare --mount --propagation private sh -c
-        'mount -t tmpfs -o mode=1777 none /tmp && mount -t tmpfs -o mode=1777 none /dev/shm && exec "$@"' sh
-        "${MPIRUN[@]}" --host "$HOST_A:1,$HOST_B:1" -np 2 --mca plm_rsh_agent "$AGENT"
+    ACROSS=("${PRIVATE[@]}" "${MPIRUN[@]}" --host "$HOST_A:1,$HOST_B:1" -np 2 --mca plm_rsh_agent "$AGENT"
         -x SOFTVIA_DEVICE="$dev" -x SOFTVIA_PROGRESS=inline)
     run "boot_check across ($dev)" 60 - "${ACROSS[@]}" "$B/tests/launcher/launcher_boot_check" 2 pmix
     run "vipl_bench across ($dev)" 120 '^stream +4096' "${ACROSS[@]}" "$B/tools/bench/vipl_bench" --sizes 4,4096 --iters 2000 --msgs 5000

@@ -3,7 +3,10 @@
 # either side), 198.18.7.1 and 198.18.7.2, and an agent for mpirun's remote start
 # (plm_rsh_agent) that enters a host's namespace with a mount namespace of its own:
 # a private /tmp and /dev/shm, so the two sides share nothing but the wire.
-#   netns_up; ... HOST_A / HOST_B / NS_A / NS_B / AGENT ...; netns_down (trap)
+# The programs themselves (KEEP, the build tree) stay visible on both sides, as a shared
+# home directory would on a cluster, also when they live under /tmp.
+#   netns_up KEEP; ... HOST_A / HOST_B / NS_A / NS_B / AGENT / PRIVATE ...; netns_down (trap)
+#   PRIVATE: words to put before a command to run it in private mounts (host A's side)
 NS_A=svlA$$
 NS_B=svlB$$
 HOST_A=198.18.7.1
@@ -11,6 +14,7 @@ HOST_B=198.18.7.2
 # Outside /tmp: the agent must be found on the far side, where /tmp is private.
 WORK=$(mktemp -d /var/tmp/softvia-launchers.XXXXXX)
 AGENT=$WORK/netns-agent
+PRIVATE_SH=$WORK/private-mounts
 
 netns_down() {
     ip netns del "$NS_A" 2>/dev/null
@@ -19,6 +23,7 @@ netns_down() {
 }
 
 netns_up() {
+    local keep=${1:?netns_up: the directory both sides must see}
     trap netns_down EXIT
     ip netns add "$NS_A" && ip netns add "$NS_B" || return 1
     ip link add svl$$a type veth peer name svl$$b || return 1
@@ -28,6 +33,20 @@ netns_up() {
     for ns in "$NS_A" "$NS_B"; do
         ip -n "$ns" link set lo up && ip -n "$ns" link set sv0 up || return 1
     done
+    # PRIVATE_SH cmd...: runs cmd with a private /tmp and /dev/shm (in the mount namespace
+    # it is started in), the build tree still at its path.
+    cat > "$PRIVATE_SH" <<PRIVATE_EOF
+#!/bin/sh
+set -e
+keep='$keep'
+hold='$WORK/hold'
+case "\$keep" in /tmp/* | /dev/shm/*) mkdir -p "\$hold"; mount --bind "\$keep" "\$hold" ;; esac
+mount -t tmpfs -o mode=1777 none /tmp
+mount -t tmpfs -o mode=1777 none /dev/shm
+case "\$keep" in /tmp/* | /dev/shm/*) mkdir -p "\$keep"; mount --bind "\$hold" "\$keep" ;; esac
+exec "\$@"
+PRIVATE_EOF
+    chmod +x "$PRIVATE_SH"
     # mpirun calls: agent [options...] <host> <command words...>; the words are for a shell,
     # as ssh would hand them to one.
     cat > "$AGENT" <<AGENT_EOF
@@ -39,8 +58,8 @@ case "\$host" in
   $HOST_B) ns=$NS_B ;;
   *) echo "netns-agent: unknown host \$host" >&2; exit 1 ;;
 esac
-exec ip netns exec "\$ns" unshare --mount --propagation private sh -c \
-  'mount -t tmpfs -o mode=1777 none /tmp && mount -t tmpfs -o mode=1777 none /dev/shm && exec sh -c "\$0"' "\$*"
+exec ip netns exec "\$ns" unshare --mount --propagation private "$PRIVATE_SH" sh -c "\$*"
 AGENT_EOF
     chmod +x "$AGENT"
+    PRIVATE=(ip netns exec "$NS_A" unshare --mount --propagation private "$PRIVATE_SH")
 }

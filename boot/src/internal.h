@@ -1,5 +1,6 @@
-/* internal.h - what boot.c (the front: checks and dispatch) shares with the two back
- * ends, jobdir.c (softvia-run's job directory) and pmix.c (a PMIx launcher). */
+/* internal.h - the front (boot.c: checks and dispatch), the two back ends it calls
+ * (jobdir.c: softvia-run's job directory; pmix.c: a PMIx launcher) and what all three
+ * share (common.c). */
 #ifndef SOFTVIA_BOOT_INTERNAL_H
 #define SOFTVIA_BOOT_INTERNAL_H
 
@@ -34,8 +35,9 @@ struct sv_boot_state {
 };
 SV_HIDDEN extern struct sv_boot_state sv_boot_g;
 
-/* Records why the last call failed (sv_boot_last_error) and returns rc. */
+/* common.c. Records why the last call failed (sv_boot_last_error) and returns rc. */
 SV_HIDDEN int sv_boot_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+SV_HIDDEN void sv_boot_clear_error(void);
 
 SV_HIDDEN int64_t sv_boot_now_ns(void);
 SV_HIDDEN int64_t sv_boot_deadline(int timeout_ms); /* -1: forever */

@@ -43,6 +43,8 @@ if [[ $what == bench ]]; then
   build release
   tools/bench/compare.sh build/release
   echo
+  tools/bench/startup_compare.sh build/release 3   # launch to first barrier: softvia-run beside mpirun
+  echo
   exec tools/bench/splitc_compare.sh build/release --quick
 fi
 

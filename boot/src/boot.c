@@ -135,6 +135,14 @@ const char *sv_boot_job_dir(void)
     return sv_boot_g.dir;
 }
 
+/* The back end that stores and finds keys: the job directory only when there is one. */
+static enum sv_boot_kind store(void)
+{
+    if (sv_boot_g.kind == SV_BOOT_JOBDIR && sv_boot_g.dir[0] == '\0')
+        return SV_BOOT_NONE;
+    return sv_boot_g.kind;
+}
+
 /* No launcher: the calls that need one say so. */
 static int no_launcher(const char *what)
 {
@@ -152,8 +160,8 @@ int sv_boot_put(const char *key, const void *val, size_t len)
         return sv_boot_fail(-EINVAL, "sv_boot_put: bad key or value");
     if ((rc = ensure_init()) != 0)
         return rc;
-    switch (sv_boot_g.kind) {
-    case SV_BOOT_JOBDIR: return sv_boot_g.dir[0] ? jd_put(key, val, len) : no_launcher("sv_boot_put");
+    switch (store()) {
+    case SV_BOOT_JOBDIR: return jd_put(key, val, len);
     case SV_BOOT_PMIX: return px_put(key, val, len);
     default: return no_launcher("sv_boot_put");
     }
@@ -168,9 +176,8 @@ int sv_boot_get(const char *key, void *val, size_t cap, size_t *len, int timeout
     if ((rc = ensure_init()) != 0)
         return rc;
     int64_t deadline = sv_boot_deadline(timeout_ms);
-    switch (sv_boot_g.kind) {
-    case SV_BOOT_JOBDIR:
-        return sv_boot_g.dir[0] ? jd_get(key, val, cap, len, deadline) : no_launcher("sv_boot_get");
+    switch (store()) {
+    case SV_BOOT_JOBDIR: return jd_get(key, val, cap, len, deadline);
     case SV_BOOT_PMIX: return px_get(key, val, cap, len, deadline);
     default: return no_launcher("sv_boot_get");
     }
@@ -216,9 +223,8 @@ int sv_boot_publish_name(const char *name, const void *addr, size_t len)
         return sv_boot_fail(-EINVAL, "sv_boot_publish_name: bad name or address");
     if ((rc = ensure_init()) != 0)
         return rc;
-    switch (sv_boot_g.kind) {
-    case SV_BOOT_JOBDIR:
-        return sv_boot_g.dir[0] ? jd_publish_name(name, addr, len) : no_launcher("sv_boot_publish_name");
+    switch (store()) {
+    case SV_BOOT_JOBDIR: return jd_publish_name(name, addr, len);
     case SV_BOOT_PMIX: return px_publish_name(name, addr, len);
     default: return no_launcher("sv_boot_publish_name");
     }
@@ -231,20 +237,21 @@ static int lookups_skip_launcher(void)
 {
     if (atomic_load_explicit(&init_done, memory_order_acquire))
         return 0;
-    return !(set("SOFTVIA_RANK") || set("SOFTVIA_SIZE") || getenv("SOFTVIA_JOB_DIR")) && !px_connected_elsewhere();
+    return (set("PMIX_NAMESPACE") || set("PMIX_RANK")) &&
+           !(set("SOFTVIA_RANK") || set("SOFTVIA_SIZE") || getenv("SOFTVIA_JOB_DIR")) && !px_connected_elsewhere();
 }
 
 int sv_boot_lookup_name(const char *name, void *addr, size_t cap, size_t *len)
 {
     clear_error();
-    if (lookups_skip_launcher() && (set("PMIX_NAMESPACE") || set("PMIX_RANK")))
+    if (lookups_skip_launcher())
         return -ENOENT;
     if (!valid_name(name) || (addr == NULL && cap > 0) || len == NULL)
         return sv_boot_fail(-EINVAL, "sv_boot_lookup_name: bad name or buffer");
     if (ensure_init() != 0)
         return -ENOENT;
-    switch (sv_boot_g.kind) {
-    case SV_BOOT_JOBDIR: return sv_boot_g.dir[0] ? jd_lookup_name(name, addr, cap, len) : -ENOENT;
+    switch (store()) {
+    case SV_BOOT_JOBDIR: return jd_lookup_name(name, addr, cap, len);
     case SV_BOOT_PMIX: return px_lookup_name(name, addr, cap, len);
     default: return -ENOENT;
     }
@@ -253,14 +260,14 @@ int sv_boot_lookup_name(const char *name, void *addr, size_t cap, size_t *len)
 int sv_boot_lookup_addr(const void *addr, size_t len, char *name, size_t cap)
 {
     clear_error();
-    if (lookups_skip_launcher() && (set("PMIX_NAMESPACE") || set("PMIX_RANK")))
+    if (lookups_skip_launcher())
         return -ENOENT;
     if (addr == NULL || len == 0 || len > NAME_ADDR_MAX || (name == NULL && cap > 0))
         return sv_boot_fail(-EINVAL, "sv_boot_lookup_addr: bad address or buffer");
     if (ensure_init() != 0)
         return -ENOENT;
-    switch (sv_boot_g.kind) {
-    case SV_BOOT_JOBDIR: return sv_boot_g.dir[0] ? jd_lookup_addr(addr, len, name, cap) : -ENOENT;
+    switch (store()) {
+    case SV_BOOT_JOBDIR: return jd_lookup_addr(addr, len, name, cap);
     case SV_BOOT_PMIX: return px_lookup_addr(addr, len, name, cap);
     default: return -ENOENT;
     }

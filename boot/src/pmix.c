@@ -315,16 +315,9 @@ int px_collective(char kind, const void *mine, size_t len, void *all, int64_t de
     if (kind == 'b')
         return fence(0, deadline, epoch);
     snprintf(key, sizeof key, "sv.c.%s%c.%lu", SV_BOOT_COLL_NS, kind, epoch);
-    pmix_value_t v;
-    pmix_byte_object_t bo = {.bytes = (char *)mine, .size = len};
-    PMIX_VALUE_LOAD(&v, &bo, PMIX_BYTE_OBJECT);
-    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key, &v);
-    PMIX_VALUE_DESTRUCT(&v);
-    if (rc == PMIX_SUCCESS)
-        rc = PMIx_Commit();
-    if (rc != PMIX_SUCCESS)
-        return sv_boot_fail(-EIO, "collective %lu: PMIx_Put/Commit failed: %s", epoch, PMIx_Error_string(rc));
-    int frc = fence(1, deadline, epoch);
+    int frc = put_own(key, mine, len);
+    if (frc == 0)
+        frc = fence(1, deadline, epoch);
     if (frc != 0)
         return frc;
     /* mine may alias its slot in all: it went out above. The fence brought every part
@@ -336,7 +329,7 @@ int px_collective(char kind, const void *mine, size_t len, void *all, int64_t de
         pmix_proc_t p;
         pmix_value_t *got = NULL;
         PMIX_LOAD_PROCID(&p, me.nspace, (pmix_rank_t)r);
-        rc = PMIx_Get(&p, key, &optional, 1, &got);
+        pmix_status_t rc = PMIx_Get(&p, key, &optional, 1, &got);
         if (rc != PMIX_SUCCESS || got == NULL || got->type != PMIX_BYTE_OBJECT || got->data.bo.size != len) {
             if (got)
                 PMIX_VALUE_RELEASE(got);

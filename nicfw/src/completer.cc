@@ -8,21 +8,21 @@ namespace softvia::nicfw {
 
 // Moves vi to new_state and completes every outstanding descriptor with the flushed
 // status (VIA: a VI in the error state, or a disconnected one, flushes its queues).
-void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE why) {
+void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, nicfw_async_code why) {
     uint32_t old = vi.state.load(std::memory_order_relaxed);
-    if (tell_peer && old == VIP_STATE_CONNECTED)
+    if (tell_peer && old == NICFW_VI_CONNECTED)
         send_control(vi.peer, NICFW_F_DISCONNECT, vi.remote_vi, vi.id, 0, nullptr);
     vi.state.store(new_state, std::memory_order_release);
     vi.st->state = new_state;
     vi.op = ConnOp::kNone;
-    if (old == VIP_STATE_CONNECT_PENDING) vi.conn_result.store(VIP_ERROR_RESOURCE, std::memory_order_release);
+    if (old == NICFW_VI_CONNECT_PENDING) vi.conn_result.store(NICFW_R_FLUSHED, std::memory_order_release);
     // In post order: the finished ones before the first unfinished one keep their status;
     // from there on everything is flushed, also a send already on the wire, since it may
     // not complete successfully after an earlier descriptor failed.
     bool cut = false;
     for (TxEntry& e : vi.pending) {
         cut |= !e.done;
-        if (cut) e.status = VIP_STATUS_DESC_FLUSHED_ERROR;
+        if (cut) e.status = NICFW_DS_FLUSHED;
         e.done = true;
     }
     retire(vi);
@@ -31,7 +31,7 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     vi.refusing = false;
     while (!vi.sq.empty()) {
         const WorkItem& w = vi.sq.front();
-        complete(vi, false, w, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(w.desc), 0);
+        complete(vi, false, w, NICFW_DS_FLUSHED | send_op_status(w.desc), 0);
         vi.sq.pop();
     }
     vi.tx_busy = false;
@@ -44,15 +44,15 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE
     vi.acks_owed = 0;  // a later connection must not inherit them (flush_acks drops the listing)
     vi.ack_hold = vi.ack_dense = false;
     while (!vi.rq.empty()) {
-        complete(vi, true, vi.rq.front(), VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        complete(vi, true, vi.rq.front(), NICFW_DS_FLUSHED, 0);
         vi.rq.pop();
     }
     while (!vi.rq_reply.empty()) {
-        complete_on(vi, NICFW_REPLYQ, vi.rq_reply.front(), VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        complete_on(vi, NICFW_REPLYQ, vi.rq_reply.front(), NICFW_DS_FLUSHED, 0);
         vi.rq_reply.pop();
     }
-    if (new_state == VIP_STATE_ERROR && old == VIP_STATE_CONNECTED)
-        raise(&vi, nullptr, nullptr, VIP_RESOURCE_VI, why);
+    if (new_state == NICFW_VI_ERROR && old == NICFW_VI_CONNECTED)
+        raise(&vi, nullptr, nullptr, NICFW_RES_VI, why);
 }
 
 }  // namespace softvia::nicfw

@@ -51,7 +51,7 @@ void set_state(Vi& vi, uint32_t s) {
 // Connect outcome for the driver: state first, then the result it waits on.
 void connect_done(Vi& vi, uint32_t state, int result) {
     vi.op = ConnOp::kNone;
-    if (state == VIP_STATE_CONNECTED) vi.reset_sequence();  // each connection counts from 0
+    if (state == NICFW_VI_CONNECTED) vi.reset_sequence();  // each connection counts from 0
     set_state(vi, state);
     // Release: the driver that sees the result sees state, peer and remote attributes.
     vi.conn_result.store(result, std::memory_order_release);
@@ -61,7 +61,7 @@ void connect_done(Vi& vi, uint32_t state, int result) {
 int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* disc, size_t dlen,
                             const uint8_t* local_disc, size_t llen) {
     CtlGuard g(lock_, ctl_waiters_);
-    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    if (vi->state.load(std::memory_order_relaxed) != NICFW_VI_IDLE) return -EBUSY;
     int peer = tr_->resolve(addr, alen);
     if (peer < 0) return peer;
     vi->peer = peer;
@@ -70,7 +70,7 @@ int Engine::connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint
     vi->local_disc.assign(local_disc, local_disc + llen);  // no local address: no discriminator
     vi->remote_disc.assign(disc, disc + dlen);
     vi->conn_result.store(-1, std::memory_order_relaxed);
-    set_state(*vi, VIP_STATE_CONNECT_PENDING);
+    set_state(*vi, NICFW_VI_CONNECT_PENDING);
     vi->st->peer = static_cast<uint16_t>(peer);
     send_conn_req(*vi);
     if (tr_->lossy()) {
@@ -105,9 +105,9 @@ void Engine::client_timer(Vi& vi, uint64_t now) {
 
 void Engine::connect_cancel(Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
-    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECT_PENDING) return;
+    if (vi->state.load(std::memory_order_relaxed) != NICFW_VI_CONNECT_PENDING) return;
     // A late ACCEPT finds no pending request and is answered with DISCONNECT.
-    connect_done(*vi, VIP_STATE_IDLE, VIP_TIMEOUT);
+    connect_done(*vi, NICFW_VI_IDLE, NICFW_R_TIMEOUT);
 }
 
 Listener* Engine::listen(const uint8_t* disc, size_t dlen) {
@@ -134,7 +134,7 @@ bool Engine::unlisten(Listener* l, ConnRequest* req) {
 
 int Engine::accept(const ConnRequest& req, Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
-    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    if (vi->state.load(std::memory_order_relaxed) != NICFW_VI_IDLE) return -EBUSY;
     if (vi->attrs.reliability != req.reliability) return -EPROTO;
     // The answer must be able to reach the client before the VI is connected: a link
     // that cannot be opened (out of fds or memory) fails the accept, and the transport
@@ -156,7 +156,7 @@ int Engine::accept(const ConnRequest& req, Vi* vi) {
     vi->st->remote_vi = req.client_vi;
     nicfw_conn_payload pl = attrs_payload(vi->attrs);
     send_control(req.peer, NICFW_F_CONN_ACCEPT, req.client_vi, vi->id, req.req_id, &pl);
-    connect_done(*vi, VIP_STATE_CONNECTED, VIP_SUCCESS);
+    connect_done(*vi, NICFW_VI_CONNECTED, NICFW_R_OK);
     tr_->tx_flush();
     return 0;
 }
@@ -179,7 +179,7 @@ void Engine::forget_held(const ConnRequest& req) {
 int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* local_disc,
                          size_t llen, const uint8_t* remote_disc, size_t rlen, uint64_t timeout_ms) {
     CtlGuard g(lock_, ctl_waiters_);
-    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    if (vi->state.load(std::memory_order_relaxed) != NICFW_VI_IDLE) return -EBUSY;
     int peer = tr_->resolve(addr, alen);
     if (peer < 0) return peer;
     vi->peer = peer;
@@ -195,7 +195,7 @@ int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t
     vi->resend_gap_ns = 1000000;
     vi->conn_result.store(-1, std::memory_order_relaxed);
     vi->st->peer = static_cast<uint16_t>(peer);
-    set_state(*vi, VIP_STATE_CONNECT_PENDING);
+    set_state(*vi, NICFW_VI_CONNECT_PENDING);
     connecting_.push_back(vi);
     last_slow_ns_ = 0;  // run the slow path on the next step
     return 0;
@@ -205,7 +205,7 @@ int Engine::peer_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t
 // backoff. False once the VI is no longer connecting.
 bool Engine::peer_timer(Vi& vi, uint64_t now) {
     if (vi.deadline_ns && now >= vi.deadline_ns) {
-        connect_done(vi, VIP_STATE_IDLE, VIP_TIMEOUT);
+        connect_done(vi, NICFW_VI_IDLE, NICFW_R_TIMEOUT);
         return false;
     }
     // A request still waiting in the backlog for a full link needs no company.
@@ -227,16 +227,16 @@ int Engine::disconnect(Vi* vi) {
     // mode): move them onto the queues first, so the flush below completes them.
     service_doorbells();
     uint32_t st = vi->state.load(std::memory_order_relaxed);
-    if (st == VIP_STATE_CONNECT_PENDING) {
-        connect_done(*vi, VIP_STATE_IDLE, VIP_TIMEOUT);
+    if (st == NICFW_VI_CONNECT_PENDING) {
+        connect_done(*vi, NICFW_VI_IDLE, NICFW_R_TIMEOUT);
         // Now idle: its receives are flushed as on any idle VI, so it can be destroyed.
-        flush_vi(*vi, VIP_STATE_IDLE, false, VIP_ERROR_CONN_LOST);
+        flush_vi(*vi, NICFW_VI_IDLE, false, NICFW_AE_CONN_LOST);
         return 0;
     }
     // What we received before this call is acknowledged first: an ACK that waited for a
     // reply to carry it must not be dropped with the connection.
-    if (st == VIP_STATE_CONNECTED) send_ack_now(*vi, vi->rx_seq);
-    flush_vi(*vi, VIP_STATE_IDLE, true, VIP_ERROR_CONN_LOST);
+    if (st == NICFW_VI_CONNECTED) send_ack_now(*vi, vi->rx_seq);
+    flush_vi(*vi, NICFW_VI_IDLE, true, NICFW_AE_CONN_LOST);
     tr_->tx_flush();  // the DISCONNECT goes now, not at the next step
     return 0;
 }
@@ -256,7 +256,7 @@ void Engine::release_unused_peers() {
     for (auto& v : vis_) {
         if (!v) continue;
         uint32_t st = v->state.load(std::memory_order_relaxed);
-        if (st == VIP_STATE_CONNECTED || st == VIP_STATE_CONNECT_PENDING) use(v->peer);
+        if (st == NICFW_VI_CONNECTED || st == NICFW_VI_CONNECT_PENDING) use(v->peer);
     }
     for (const PendingControl& c : backlog_) use(c.peer);
     for (auto& l : listeners_)
@@ -284,7 +284,7 @@ bool Engine::answer_repeat(int peer, const nicfw_frame_hdr& h) {
     ConnKey k{peer, h.src_vi, h.seq};
     for (auto& v : vis_) {
         if (v && v->op == ConnOp::kNone && v->peer == peer && v->remote_vi == h.src_vi && v->req_id == h.seq &&
-            v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
+            v->state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED) {
             nicfw_conn_payload pl = attrs_payload(v->attrs);
             send_control(peer, NICFW_F_CONN_ACCEPT, h.src_vi, v->id, h.seq, &pl);
             return true;
@@ -371,11 +371,11 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
         case NICFW_F_CONN_REJECT:
         case NICFW_F_CONN_NOMATCH: {
             bool ours = vi && vi->op == ConnOp::kClient && vi->req_id == h.seq && vi->peer == f.peer &&
-                        vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECT_PENDING;
+                        vi->state.load(std::memory_order_relaxed) == NICFW_VI_CONNECT_PENDING;
             if (!ours) {
                 // A repeated ACCEPT (our request went twice) for the connection we have.
                 if (vi && vi->peer == f.peer && vi->remote_vi == h.src_vi && vi->req_id == h.seq &&
-                    vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
+                    vi->state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED)
                     return;
                 // An answer to a request we gave up on: void the server's side.
                 if (h.type == NICFW_F_CONN_ACCEPT)
@@ -386,36 +386,36 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
                 // A server VI of another level: our accept() refuses that, and so must a
                 // client whatever the server did (VIA: both ends have one level).
                 send_control(f.peer, NICFW_F_DISCONNECT, h.src_vi, h.dst_vi, 0, nullptr);
-                connect_done(*vi, VIP_STATE_IDLE, VIP_INVALID_RELIABILITY_LEVEL);
+                connect_done(*vi, NICFW_VI_IDLE, NICFW_R_RELIABILITY);
                 return;
             }
             if (h.type == NICFW_F_CONN_ACCEPT) {
                 vi->remote_vi = h.src_vi;
                 vi->remote = attrs_of(pl);
                 vi->st->remote_vi = h.src_vi;
-                connect_done(*vi, VIP_STATE_CONNECTED, VIP_SUCCESS);
+                connect_done(*vi, NICFW_VI_CONNECTED, NICFW_R_OK);
             } else {
-                connect_done(*vi, VIP_STATE_IDLE, h.type == NICFW_F_CONN_REJECT ? VIP_REJECT : VIP_NO_MATCH);
+                connect_done(*vi, NICFW_VI_IDLE, h.type == NICFW_F_CONN_REJECT ? NICFW_R_REJECTED : NICFW_R_NO_MATCH);
             }
             return;
         }
         case NICFW_F_PEER_REQ: {
             for (Vi* c : connecting_) {
                 if (c->op != ConnOp::kPeer || c->peer != f.peer ||
-                    c->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECT_PENDING)
+                    c->state.load(std::memory_order_relaxed) != NICFW_VI_CONNECT_PENDING)
                     continue;
                 if (c->local_disc.size() != pl.dst_disc_len || c->remote_disc.size() != pl.src_disc_len ||
                     memcmp(c->local_disc.data(), dst_disc, pl.dst_disc_len) ||
                     memcmp(c->remote_disc.data(), src_disc, pl.src_disc_len))
                     continue;
                 if (pl.reliability != c->attrs.reliability) {
-                    connect_done(*c, VIP_STATE_IDLE, VIP_INVALID_RELIABILITY_LEVEL);
+                    connect_done(*c, NICFW_VI_IDLE, NICFW_R_RELIABILITY);
                     return;
                 }
                 c->remote_vi = h.src_vi;
                 c->remote = attrs_of(pl);
                 c->st->remote_vi = h.src_vi;
-                connect_done(*c, VIP_STATE_CONNECTED, VIP_SUCCESS);
+                connect_done(*c, NICFW_VI_CONNECTED, NICFW_R_OK);
                 nicfw_conn_payload ack = attrs_payload(c->attrs);
                 send_control(f.peer, NICFW_F_PEER_ACK, h.src_vi, c->id, h.seq, &ack);
                 return;
@@ -423,7 +423,7 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
             // Already connected to that VI (our ACK crossed its resend): answer again.
             for (auto& v : vis_) {
                 if (v && v->peer == f.peer && v->remote_vi == h.src_vi &&
-                    v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
+                    v->state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED) {
                     nicfw_conn_payload ack = attrs_payload(v->attrs);
                     send_control(f.peer, NICFW_F_PEER_ACK, h.src_vi, v->id, h.seq, &ack);
                     return;
@@ -433,22 +433,22 @@ void Engine::on_control(const RxFrame& f, const nicfw_frame_hdr& h) {
         }
         case NICFW_F_PEER_ACK: {
             if (!vi || vi->op != ConnOp::kPeer || vi->peer != f.peer ||
-                vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECT_PENDING)
+                vi->state.load(std::memory_order_relaxed) != NICFW_VI_CONNECT_PENDING)
                 return;  // duplicate or stale
             if (pl.reliability != vi->attrs.reliability) {
-                connect_done(*vi, VIP_STATE_IDLE, VIP_INVALID_RELIABILITY_LEVEL);
+                connect_done(*vi, NICFW_VI_IDLE, NICFW_R_RELIABILITY);
                 return;
             }
             vi->remote_vi = h.src_vi;
             vi->remote = attrs_of(pl);
             vi->st->remote_vi = h.src_vi;
-            connect_done(*vi, VIP_STATE_CONNECTED, VIP_SUCCESS);
+            connect_done(*vi, NICFW_VI_CONNECTED, NICFW_R_OK);
             return;
         }
         case NICFW_F_DISCONNECT: {
             if (!vi || vi->peer != f.peer || vi->remote_vi != h.src_vi) return;
-            if (vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
-                flush_vi(*vi, VIP_STATE_ERROR, false, VIP_ERROR_CONN_LOST);
+            if (vi->state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED)
+                flush_vi(*vi, NICFW_VI_ERROR, false, NICFW_AE_CONN_LOST);
             return;
         }
         default:

@@ -102,7 +102,7 @@ Engine::~Engine() {
         flush_acks(true);  // what we received counts as delivered at the peer
         // Tell connected peers we are leaving so they fail their VIs at once.
         for (auto& v : vis_)
-            if (v && v->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
+            if (v && v->state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED)
                 send_control(v->peer, NICFW_F_DISCONNECT, v->remote_vi, v->id, 0, nullptr);
         flush_backlog();  // best effort: a peer that stopped reading learns from the liveness check
         tr_->tx_flush();
@@ -247,7 +247,7 @@ int Engine::create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out) 
     vi->st = &vi_status_[idx];
     memset(vi->st, 0, sizeof *vi->st);
     vi->st->reliability = a.reliability;
-    vi->st->state = VIP_STATE_IDLE;
+    vi->st->state = NICFW_VI_IDLE;
     if (idx + 1 > status_->vi_hwm) status_->vi_hwm = idx + 1;
     *out = vi.get();
     vis_[idx] = std::move(vi);
@@ -258,7 +258,7 @@ int Engine::create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out) 
 int Engine::destroy_vi(Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
     uint32_t st = vi->state.load(std::memory_order_relaxed);
-    if (st == VIP_STATE_CONNECTED || st == VIP_STATE_CONNECT_PENDING) return -EBUSY;
+    if (st == NICFW_VI_CONNECTED || st == NICFW_VI_CONNECT_PENDING) return -EBUSY;
     if (!vi->sq.empty() || !vi->rq.empty() || !vi->rq_reply.empty() || !vi->pending.empty()) return -EBUSY;
     uint32_t idx = NICFW_VI_INDEX(vi->id);
     if (vi->scq) vi->scq->bound--;
@@ -278,7 +278,7 @@ int Engine::destroy_vi(Vi* vi) {
 int Engine::set_vi_attrs(Vi* vi, const ViAttrs& a) {
     CtlGuard g(lock_, ctl_waiters_);
     if (!has_ptag(a.ptag)) return -EPERM;
-    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    if (vi->state.load(std::memory_order_relaxed) != NICFW_VI_IDLE) return -EBUSY;
     vi->attrs = a;
     vi->rel_proto = runs_rel_proto(a);
     vi->st->reliability = a.reliability;
@@ -287,7 +287,7 @@ int Engine::set_vi_attrs(Vi* vi, const ViAttrs& a) {
 
 int Engine::enable_steering(Vi* vi, Cq* reply_cq) {
     CtlGuard g(lock_, ctl_waiters_);
-    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_IDLE) return -EBUSY;
+    if (vi->state.load(std::memory_order_relaxed) != NICFW_VI_IDLE) return -EBUSY;
     if (vi->rcq_reply) vi->rcq_reply->bound--;
     vi->rcq_reply = reply_cq;
     if (reply_cq) reply_cq->bound++;
@@ -300,7 +300,7 @@ uint32_t Engine::vi_count() {
     return vi_live_;
 }
 
-void Engine::set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*)) {
+void Engine::set_error_handler(void* ctx, void (*fn)(void*, const nicfw_async_event*)) {
     CtlGuard g(lock_, ctl_waiters_);
     std::lock_guard<SpinLock> e(err_lock_);
     err_ctx_ = ctx;
@@ -324,20 +324,20 @@ bool Engine::service_doorbells() {
         const nicfw_doorbell db = db_ring_[head & (NICFW_DOORBELL_ENTRIES - 1)];
         Vi* vi = vi_by_index(db.vi_index);
         if (vi == nullptr) continue;  // VI destroyed after posting: the driver refuses that
-        WorkItem w{reinterpret_cast<VIP_DESCRIPTOR*>(db.desc), db.memh};
+        WorkItem w{reinterpret_cast<nicfw_desc*>(db.desc), db.memh};
         uint32_t st = vi->state.load(std::memory_order_relaxed);
         if (db.queue == NICFW_RECVQ || db.queue == NICFW_REPLYQ) {
             WorkQueue& q = db.queue == NICFW_REPLYQ ? vi->rq_reply : vi->rq;
-            if (st == VIP_STATE_ERROR || (db.queue == NICFW_REPLYQ && !vi->steering)) {
-                complete_on(*vi, db.queue, w, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+            if (st == NICFW_VI_ERROR || (db.queue == NICFW_REPLYQ && !vi->steering)) {
+                complete_on(*vi, db.queue, w, NICFW_DS_FLUSHED, 0);
             } else if (!q.push(w)) {
-                complete_on(*vi, db.queue, w, VIP_STATUS_FORMAT_ERROR, 0);  // driver bounds it; never
+                complete_on(*vi, db.queue, w, NICFW_DS_FORMAT_ERROR, 0);  // driver bounds it; never
             }
         } else {
-            if (st != VIP_STATE_CONNECTED) {
-                complete(*vi, false, w, VIP_STATUS_DESC_FLUSHED_ERROR | send_op_status(w.desc), 0);
+            if (st != NICFW_VI_CONNECTED) {
+                complete(*vi, false, w, NICFW_DS_FLUSHED | send_op_status(w.desc), 0);
             } else if (!vi->sq.push(w)) {
-                complete(*vi, false, w, VIP_STATUS_FORMAT_ERROR, 0);
+                complete(*vi, false, w, NICFW_DS_FORMAT_ERROR, 0);
             } else {
                 list_tx(*vi);
             }
@@ -498,8 +498,8 @@ void Engine::slow_path(uint64_t now) {
         for (auto& v : vis_) {
             if (!v || v->peer != ev.peer) continue;
             uint32_t st = v->state.load(std::memory_order_relaxed);
-            if (st == VIP_STATE_CONNECTED || st == VIP_STATE_CONNECT_PENDING)
-                flush_vi(*v, VIP_STATE_ERROR, false, VIP_ERROR_CONN_LOST);
+            if (st == NICFW_VI_CONNECTED || st == NICFW_VI_CONNECT_PENDING)
+                flush_vi(*v, NICFW_VI_ERROR, false, NICFW_AE_CONN_LOST);
         }
     }
     // Peers nothing refers to go back to the transport: at once after a death, else
@@ -509,7 +509,7 @@ void Engine::slow_path(uint64_t now) {
     // Connection timers: peer requests are resent until answered or expired.
     for (size_t i = 0; i < connecting_.size();) {
         Vi* vi = connecting_[i];
-        if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECT_PENDING) {
+        if (vi->state.load(std::memory_order_relaxed) != NICFW_VI_CONNECT_PENDING) {
             connecting_[i] = connecting_.back();
             connecting_.pop_back();
             continue;
@@ -544,17 +544,16 @@ void Engine::inject_frame(int peer, const uint8_t* data, uint32_t len) {
 }
 
 // ---------------------------------------------------------------- async errors
-void Engine::raise(Vi* vi, Cq* cq, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE res, VIP_ERROR_CODE code) {
-    VIP_ERROR_DESCRIPTOR e{};
-    e.NicHandle = static_cast<VIP_NIC_HANDLE>(cfg_.nic_user);
-    e.ViHandle = vi ? static_cast<VIP_VI_HANDLE>(vi->user) : nullptr;
-    e.CQHandle = cq ? static_cast<VIP_CQ_HANDLE>(cq->user) : nullptr;
-    e.DescriptorPtr = d;
+void Engine::raise(Vi* vi, Cq* cq, nicfw_desc* d, nicfw_async_resource res, nicfw_async_code code) {
+    nicfw_async_event e{};
+    e.vi_context = vi ? vi->user : nullptr;
+    e.cq_context = cq ? cq->user : nullptr;
+    e.desc = reinterpret_cast<uint64_t>(d);
     uint16_t control = 0;
-    if (d) hostmem::load(&d->CS.Control, &control);  // the program may have unmapped it
-    e.OpCode = control & VIP_CONTROL_OP_MASK;
-    e.ResourceCode = res;
-    e.ErrorCode = code;
+    if (d) hostmem::load(&d->cs.control, &control);  // the program may have unmapped it
+    e.op = control & NICFW_DC_OP_MASK;
+    e.resource = res;
+    e.code = code;
     std::lock_guard<SpinLock> g(err_lock_);
     if (!err_fn_) return;  // nobody listens: the status bits and VI state still tell
     if (errors_.size() < 1024) errors_.push_back(e);
@@ -562,9 +561,9 @@ void Engine::raise(Vi* vi, Cq* cq, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE res, VIP
 }
 
 void Engine::deliver_errors() {
-    std::vector<VIP_ERROR_DESCRIPTOR> batch;
+    std::vector<nicfw_async_event> batch;
     void* ctx;
-    void (*fn)(void*, VIP_ERROR_DESCRIPTOR*);
+    void (*fn)(void*, const nicfw_async_event*);
     {
         std::lock_guard<SpinLock> g(err_lock_);
         batch.swap(errors_);

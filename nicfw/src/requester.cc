@@ -16,36 +16,36 @@ namespace softvia::nicfw {
 // first check that failed; *op is the operation the descriptor asked for.
 HOT_INLINE uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
     *op = 0;
-    VIP_CONTROL_SEGMENT cs;
+    nicfw_desc_ctrl cs;
     const Region* reg = nullptr;
     uint32_t bad = check_desc(vi, w, &cs, &reg);
     if (bad) return bad;
-    const uint16_t n = cs.SegCount;
-    const uint16_t control = cs.Control;
-    *op = control & VIP_CONTROL_OP_MASK;
+    const uint16_t n = cs.seg_count;
+    const uint16_t control = cs.control;
+    *op = control & NICFW_DC_OP_MASK;
     uint32_t first = 0;
-    if ((control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY) || *op == VIP_CONTROL_OP_RESERVED)
-        return VIP_STATUS_FORMAT_ERROR;
-    if (*op != VIP_CONTROL_OP_SENDRECV) {
-        // RDMA: DS[0] is the address segment naming the remote buffer.
-        if (n < 1) return VIP_STATUS_FORMAT_ERROR;
-        if (*op == VIP_CONTROL_OP_RDMAREAD &&
-            (vi.attrs.reliability == VIP_SERVICE_UNRELIABLE || (control & VIP_CONTROL_IMMEDIATE)))
-            return VIP_STATUS_FORMAT_ERROR;  // reads need a reliable VI and carry no immediate data
-        VIP_ADDRESS_SEGMENT a;
-        if (!hostmem::load(&desc_segment(w.desc, 0)->Remote, &a)) return VIP_STATUS_PROTECTION_ERROR;
-        vi.tx_raddr = a.Data.AddressBits;
-        vi.tx_rmemh = a.Handle;
+    if ((control & NICFW_DC_RESERVED & ~NICFW_DC_REPLY) || *op == NICFW_DC_OP_RESERVED)
+        return NICFW_DS_FORMAT_ERROR;
+    if (*op != NICFW_DC_OP_SEND) {
+        // RDMA: segment 0 is the address segment naming the remote buffer.
+        if (n < 1) return NICFW_DS_FORMAT_ERROR;
+        if (*op == NICFW_DC_OP_RDMA_READ &&
+            (vi.attrs.reliability == NICFW_REL_UNRELIABLE || (control & NICFW_DC_IMMEDIATE)))
+            return NICFW_DS_FORMAT_ERROR;  // reads need a reliable VI and carry no immediate data
+        nicfw_desc_seg a;
+        if (!hostmem::load(desc_segment(w.desc, 0), &a)) return NICFW_DS_PROTECTION_ERROR;
+        vi.tx_raddr = a.addr;
+        vi.tx_rmemh = a.memh;
         first = 1;
     }
     // What every frame's header takes from the descriptor, read once here.
-    vi.tx_hflags = static_cast<uint8_t>(((control & VIP_CONTROL_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0) |
-                                        ((control & VIP_EXT_CONTROL_REPLY) ? NICFW_FF_REPLY : 0));
-    vi.tx_imm = cs.ImmediateData;
+    vi.tx_hflags = static_cast<uint8_t>(((control & NICFW_DC_IMMEDIATE) ? NICFW_FF_IMMEDIATE : 0) |
+                                        ((control & NICFW_DC_REPLY) ? NICFW_FF_REPLY : 0));
+    vi.tx_imm = cs.imm;
     vi.tx_epoch = mem_.epoch();
     bad = validate_segments(vi, w.desc, first, n - first, vi.tx_segs, &vi.tx_len, w, reg);
     if (bad == 0 && (vi.tx_len > vi.attrs.max_transfer || vi.tx_len > vi.remote.max_transfer))
-        bad = VIP_STATUS_LENGTH_ERROR;
+        bad = NICFW_DS_LENGTH_ERROR;
     vi.tx_op = *op;
     vi.tx_nsegs = n - first;
     vi.tx_off = vi.tx_seg = vi.tx_seg_off = 0;
@@ -68,7 +68,7 @@ HOT_INLINE bool Engine::start_send(Vi& vi, const WorkItem& w) {
     return true;
 }
 
-// The head send descriptor w fails with status (op: what it asked for, VIP_CONTROL_OP_*):
+// The head send descriptor w fails with status (op: what it asked for, NICFW_DC_OP_*):
 // it takes a sequence number, so a receiver that saw part of it knows the next message
 // is a new one, and completes in post order.
 void Engine::fail_request(Vi& vi, const WorkItem& w, uint32_t status, uint32_t op) {
@@ -81,12 +81,12 @@ void Engine::fail_request(Vi& vi, const WorkItem& w, uint32_t status, uint32_t o
     e.status = status;
     e.seq = vi.tx_seq++;
     // The status still names the operation, when the descriptor said which.
-    e.op = op == VIP_CONTROL_OP_RDMAWRITE  ? VIP_STATUS_OP_RDMA_WRITE
-           : op == VIP_CONTROL_OP_RDMAREAD ? VIP_STATUS_OP_RDMA_READ
-                                           : VIP_STATUS_OP_SEND;
+    e.op = op == NICFW_DC_OP_RDMA_WRITE  ? NICFW_DS_OP_RDMA_WRITE
+           : op == NICFW_DC_OP_RDMA_READ ? NICFW_DS_OP_RDMA_READ
+                                           : NICFW_DS_OP_SEND;
     retire(vi);
     // VIA: on a reliable VI a descriptor error breaks the connection.
-    if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE) flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);
+    if (vi.attrs.reliability != NICFW_REL_UNRELIABLE) flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_POST_DESC);
 }
 
 // The request being transmitted lost its memory half way (deregistered, or unmapped by
@@ -105,7 +105,7 @@ void Engine::abort_send(Vi& vi, uint32_t status) {
         e->done = true;
         if (e->kind == TxEntry::kRead) vi.reads_out--;
     }
-    flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);  // a resend runs on a reliable VI
+    flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_POST_DESC);  // a resend runs on a reliable VI
 }
 
 // Loads the next request of a go-back-N resend, skipping those already answered.
@@ -123,7 +123,7 @@ bool Engine::start_resend(Vi& vi) {
             e->status = bad;
             e->done = true;
             if (e->kind == TxEntry::kRead) vi.reads_out--;
-            flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);
+            flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_POST_DESC);
             return false;
         }
         if (e->kind == TxEntry::kRead) e->got = 0;  // the answer comes again from offset 0
@@ -156,25 +156,25 @@ HOT_INLINE void Engine::finish_send(Vi& vi) {
         vi.tx_resend = false;
         return;
     }
-    const bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
+    const bool reliable = vi.attrs.reliability != NICFW_REL_UNRELIABLE;
     TxEntry::Kind kind;
     uint32_t op;
     switch (vi.tx_op) {
-        case VIP_CONTROL_OP_RDMAWRITE:
-            op = VIP_STATUS_OP_RDMA_WRITE;
+        case NICFW_DC_OP_RDMA_WRITE:
+            op = NICFW_DS_OP_RDMA_WRITE;
             // Reliable VIs learn the target's verdict on the remote buffer (ACK or NAK).
             kind = reliable ? TxEntry::kAcked : TxEntry::kLocal;
             break;
-        case VIP_CONTROL_OP_RDMAREAD:
-            op = VIP_STATUS_OP_RDMA_READ;
+        case NICFW_DC_OP_RDMA_READ:
+            op = NICFW_DS_OP_RDMA_READ;
             kind = TxEntry::kRead;
             break;
         default:
-            op = VIP_STATUS_OP_SEND;
+            op = NICFW_DS_OP_SEND;
             // Unreliable, and reliable delivery on a lossless wire: done once the remote NIC
             // has it (the shm lane is the remote NIC's receive queue). Reliable reception,
             // and any reliable level on a lossy wire: when the target acknowledges it.
-            kind = vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION || vi.rel_proto ? TxEntry::kAcked
+            kind = vi.attrs.reliability == NICFW_REL_RELIABLE_RECEPTION || vi.rel_proto ? TxEntry::kAcked
                                                                                         : TxEntry::kLocal;
             break;
     }
@@ -212,26 +212,9 @@ HOT_INLINE void Engine::finish_send(Vi& vi) {
 void Engine::retire(Vi& vi) {
     while (!vi.pending.empty() && vi.pending.front().done) {
         TxEntry& e = vi.pending.front();
-        complete(vi, false, WorkItem{e.desc, e.memh}, e.status | e.op, (e.status & VIP_STATUS_ERROR_MASK) ? 0 : e.len);
+        complete(vi, false, WorkItem{e.desc, e.memh}, e.status | e.op, (e.status & NICFW_DS_ERROR_MASK) ? 0 : e.len);
         vi.pending.pop();
     }
-}
-
-HOT_INLINE uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr) {
-    // Frames queue behind control frames waiting for this peer's link.
-    if (static_cast<size_t>(peer) < backlog_per_peer_.size() && backlog_per_peer_[peer]) return nullptr;
-    uint8_t* f = tr_->tx_reserve(peer, static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload);
-    if (!f) return nullptr;
-    *hdr = reinterpret_cast<nicfw_frame_hdr*>(f);
-    return f + sizeof(nicfw_frame_hdr);
-}
-
-HOT_INLINE void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload) {
-    (void)hdr;
-    uint32_t len = static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload;
-    tr_->tx_commit(peer, len);
-    bump(status_->nic.tx_frames);
-    bump(status_->nic.tx_bytes, len);
 }
 
 bool Engine::try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload) {
@@ -269,17 +252,6 @@ void Engine::queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* pa
     backlog_per_peer_[peer]++;
 }
 
-// The acknowledgements vi owes, now, for every request before next_seq (before a NAK
-// for next_seq, so that ACK does not cover the refused request).
-void Engine::send_ack_now(Vi& vi, uint32_t next_seq) {
-    if (vi.acks_owed == 0) return;
-    nicfw_frame_hdr h = frame_to(vi, NICFW_F_ACK);
-    h.imm = vi.acks_owed;
-    h.seq = next_seq;
-    vi.acks_owed = 0;
-    queue_control(vi.peer, h, nullptr);
-}
-
 void Engine::send_nak(Vi& vi, uint32_t status, uint32_t seq) {
     nicfw_frame_hdr h = frame_to(vi, NICFW_F_NAK);
     h.imm = status;
@@ -304,69 +276,6 @@ bool Engine::flush_backlog() {
     return did;
 }
 
-// Whether vi's owed ACK may wait for a later step (flush_acks). Request/reply traffic
-// (ack_hold): up to kAckHoldNs for a data frame to carry it. A one-way stream (its
-// messages arrive within kAckDenseNs of each other, and the last one did so just now):
-// up to kAckStreamMsgs messages or kAckStreamNs, so that a receiver answers a stream
-// with one ACK frame per several messages rather than one per step. A message that
-// comes alone, as in send-wait-send, is acknowledged at once.
-bool Engine::hold_ack(const Vi& vi, uint64_t now) {
-    if (vi.ack_hold && vi.acks_owed < kAckHoldMsgs && now - vi.ack_since < kAckHoldNs) return true;
-    return vi.ack_dense && vi.acks_owed < kAckStreamMsgs && now - vi.ack_last_ns < kAckDenseNs &&
-           now - vi.ack_since < kAckStreamNs;
-}
-
-// One ACK per VI per step covers every request placed since the last one (acks_owed),
-// so a burst of receives costs one frame back.
-bool Engine::flush_acks(bool now) {
-    bool did = false;
-    uint64_t clock = 0;  // read once, at the first VI that could hold
-    for (size_t i = 0; i < ack_owed_.size();) {
-        Vi* vi = ack_owed_[i];
-        bool done = vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED || vi->acks_owed == 0;
-        // A held ACK (hold_ack) waits for a later step. On a wire where a frame costs a
-        // system call (udp or af_packet over veth) a separate ACK ahead of a reply delays
-        // the reply by a whole frame time, and one per step of a stream costs the
-        // receiver a call per few messages. A GAP ACK goes at once. With inline
-        // progress, steps come only with the program's calls: the guard thread sends a
-        // held ACK that no call comes for, and disconnect, close and exit flush (now =
-        // true).
-        if (!done && !now && vi->rel_proto && !vi->ack_gap && hold_ack(*vi, clock ? clock : (clock = rtx_clock()))) {
-            if (cfg_.progress == Progress::kInline) {
-                acks_held_.store(true, std::memory_order_relaxed);
-                start_guard();
-            }
-            i++;
-            continue;
-        }
-        if (!done) {
-            nicfw_frame_hdr* a;
-            if (frame_reserve(vi->peer, 0, &a)) {
-                *a = frame_to(*vi, NICFW_F_ACK);
-                a->imm = vi->acks_owed;
-                a->seq = vi->rx_seq;
-                if (vi->ack_gap) a->flags = NICFW_FF_GAP;
-                frame_commit(vi->peer, a, 0);
-                if (vi->rel_proto && !vi->ack_gap) {
-                    vi->ack_frame_ns = rtx_clock();
-                    if (vi->ack_frame_ns - vi->ack_since >= kAckHoldNs) vi->ack_hold = false;  // no reply came
-                }
-                vi->acks_owed = 0;
-                vi->ack_gap = false;
-                did = done = true;
-            }
-        }
-        if (done) {
-            vi->ack_listed = false;
-            ack_owed_[i] = ack_owed_.back();
-            ack_owed_.pop_back();
-        } else {
-            i++;  // link full: try again next step
-        }
-    }
-    return did;
-}
-
 HOT_INLINE void Engine::count_tx(Vi& vi, uint32_t bytes) {
     bump(vi.st->c.tx_frames);
     bump(vi.st->c.tx_bytes, bytes);
@@ -378,7 +287,7 @@ void Engine::refuse_read(Vi& vi, uint32_t seq) {
     vi.serve.clear();
     bump(vi.st->c.errors);
     bump(status_->nic.errors);
-    refuse(vi, VIP_STATUS_RDMA_PROT_ERROR, seq, VIP_ERROR_RDMAR_PROT);
+    refuse(vi, NICFW_DS_RDMA_PROT_ERROR, seq, NICFW_AE_RDMAR_PROT);
 }
 
 // Answers the RDMA reads this VI was asked for, oldest first. False if the link filled.
@@ -431,16 +340,16 @@ bool Engine::serve_reads(Vi& vi) {
 // window or a fence.
 HOT_INLINE bool Engine::next_transmission(Vi& vi, bool* blocked) {
     if (vi.rtx_next != vi.rtx_end && start_resend(vi)) return true;
-    while (!vi.sq.empty() && vi.state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
+    while (!vi.sq.empty() && vi.state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED) {
         if (vi.rel_proto && vi.pending.size() >= kTxWindow) {
             *blocked = true;  // the window is full until the peer acknowledges
             return false;
         }
         WorkItem w = vi.sq.front();
-        // VIP_CONTROL_QFENCE: wait until every earlier RDMA read has completed. (Unreadable:
+        // NICFW_DC_QFENCE: wait until every earlier RDMA read has completed. (Unreadable:
         // no fence; start_send fails it.)
         uint16_t control = 0;
-        if (vi.reads_out && hostmem::load(&w.desc->CS.Control, &control) && (control & VIP_CONTROL_QFENCE)) {
+        if (vi.reads_out && hostmem::load(&w.desc->cs.control, &control) && (control & NICFW_DC_QFENCE)) {
             *blocked = true;
             return false;
         }
@@ -461,10 +370,10 @@ HOT_INLINE bool Engine::emit_frames(Vi& vi) {
         }
         vi.tx_epoch = mem_.epoch();
     }
-    const bool rdma = vi.tx_op != VIP_CONTROL_OP_SENDRECV;
+    const bool rdma = vi.tx_op != NICFW_DC_OP_SEND;
     const uint32_t ext = rdma ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
     const nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};
-    if (vi.tx_op == VIP_CONTROL_OP_RDMAREAD) {
+    if (vi.tx_op == NICFW_DC_OP_RDMA_READ) {
         nicfw_frame_hdr* h;
         uint8_t* p = frame_reserve(vi.peer, ext, &h);
         if (!p) return false;
@@ -508,7 +417,7 @@ HOT_INLINE bool Engine::emit_frames(Vi& vi) {
                 hd.seq = vi.tx_cur_seq;
                 memcpy(h, &hd, sizeof hd);  // (the RDMA extension is in place already)
                 frame_commit(vi.peer, h, ext);
-                abort_send(vi, VIP_STATUS_PROTECTION_ERROR);
+                abort_send(vi, NICFW_DS_PROTECTION_ERROR);
                 return true;
             }
             done += take;
@@ -559,7 +468,7 @@ HOT_INLINE void Engine::transmit_vi(Vi& vi, bool* blocked) {
         finish_refusal(vi);  // the reads accepted before the refused request are out
         return;
     }
-    while (vi.state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED) {
+    while (vi.state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED) {
         if (!vi.tx_busy && !next_transmission(vi, blocked)) return;
         if (!emit_frames(vi)) {
             *blocked = true;
@@ -581,7 +490,7 @@ bool Engine::transmit() {
         transmit_vi(*vi, &blocked);
         did |= vi->sq.size() != before || vi->tx_busy || vi->rtx_next != rtx_before;
         bool idle = vi->sq.empty() && vi->serve.empty() && !vi->tx_busy && vi->rtx_next == vi->rtx_end;
-        if (idle || vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) {
+        if (idle || vi->state.load(std::memory_order_relaxed) != NICFW_VI_CONNECTED) {
             vi->tx_listed = false;
             tx_active_[i] = tx_active_.back();
             tx_active_.pop_back();

@@ -1,11 +1,12 @@
 // responder.cc -- the receive engine: frame checks, dispatch, matching to receive
 // descriptors, scatter, immediate data; the target side of RDMA write and read; and
-// the initiator side of their answers (ACK, NAK, read data).
+// the initiator side of their answers (NAK, read data; ACKs are in reliability.cc).
 //
 // Frames come from the wire and are never trusted. Checks run in a fixed order before
 // anything is touched: length, version, type, then field ranges, then the VI and its
 // connection, then the receive descriptor or remote buffer against the memory table.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "nicfw/engine.h"
@@ -13,50 +14,47 @@
 
 namespace softvia::nicfw {
 
+// The opcode table: per frame type, its name (tracing), the fewest bytes a frame of it
+// can have (header, extension header, fixed payload), and the block that handles it.
+// Handlers check the rest of their frame themselves.
+constexpr uint32_t kHdrLen = sizeof(nicfw_frame_hdr);
+constexpr uint32_t kConnLen = kHdrLen + offsetof(nicfw_conn_payload, disc);
+const Engine::FrameOp Engine::kFrameOps[NICFW_F_TYPE_MAX + 1] = {
+    {"?", UINT32_MAX, nullptr},
+    {"DATA", kHdrLen, &Engine::on_data},
+    {"ACK", kHdrLen, &Engine::on_ack},  // reliability.cc
+    {"CONN_REQ", kConnLen, &Engine::on_control},  // connection.cc, as the rest of the connection frames
+    {"CONN_ACCEPT", kConnLen, &Engine::on_control},
+    {"CONN_REJECT", kHdrLen, &Engine::on_control},
+    {"CONN_NOMATCH", kHdrLen, &Engine::on_control},
+    {"PEER_REQ", kConnLen, &Engine::on_control},
+    {"PEER_ACK", kConnLen, &Engine::on_control},
+    {"DISCONNECT", kHdrLen, &Engine::on_control},
+    {"RDMA_WRITE", kHdrLen + sizeof(nicfw_rdma_ext), &Engine::on_data},
+    {"READ_REQ", kHdrLen + sizeof(nicfw_rdma_ext), &Engine::on_read_req},
+    {"READ_RESP", kHdrLen, &Engine::on_read_resp},
+    {"NAK", kHdrLen, &Engine::on_nak},
+};
+
 void Engine::handle_frame(const RxFrame& f) {
     bump(status_->nic.rx_frames);
     bump(status_->nic.rx_bytes, f.len);
-    if (f.len < sizeof(nicfw_frame_hdr)) {
+    if (f.len < kHdrLen) {
         bump(status_->nic.drops);
         return;
     }
     nicfw_frame_hdr h;
     memcpy(&h, f.data, sizeof h);  // one snapshot: the sender may still scribble on the frame
-    if (h.version != NICFW_ABI_VERSION || h.type == 0 || h.type > NICFW_F_TYPE_MAX) {
+    if (h.version != NICFW_ABI_VERSION || h.type == 0 || h.type > NICFW_F_TYPE_MAX ||
+        f.len < kFrameOps[h.type].min_len) {
         bump(status_->nic.drops);
         return;
     }
-    switch (h.type) {
-        case NICFW_F_DATA:
-        case NICFW_F_RDMA_WRITE:
-            on_data(f, h);
-            break;
-        case NICFW_F_ACK:
-            on_ack(f, h);
-            break;
-        case NICFW_F_READ_REQ:
-            on_read_req(f, h);
-            break;
-        case NICFW_F_READ_RESP:
-            on_read_resp(f, h);
-            break;
-        case NICFW_F_NAK:
-            on_nak(f, h);
-            break;
-        default:
-            on_control(f, h);
-            break;
-    }
-}
-
-// The VI a frame is addressed to, if it exists and is connected to the frame's sender.
-HOT_INLINE static Vi* connected_target(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
-    Vi* vi = e.vi_by_index(NICFW_VI_INDEX(h.dst_vi));
-    if (!vi || vi->id != h.dst_vi) return nullptr;
-    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return nullptr;
-    if (vi->peer != f.peer || vi->remote_vi != h.src_vi) return nullptr;
-    if (vi->refusing) return nullptr;  // the connection is ending: nothing more is taken
-    return vi;
+    // Data is the hot path: called directly, so it inlines here; the rest via the table.
+    if (h.type == NICFW_F_DATA || h.type == NICFW_F_RDMA_WRITE)
+        on_data(f, h);
+    else
+        (this->*kFrameOps[h.type].handle)(f, h);
 }
 
 // Data for a VI that is not connected to its sender, on a lossy wire: the DISCONNECT
@@ -65,9 +63,9 @@ HOT_INLINE static Vi* connected_target(Engine& e, const RxFrame& f, const nicfw_
 void Engine::answer_stale(const RxFrame& f, const nicfw_frame_hdr& h) {
     if (!tr_->lossy()) return;
     Vi* vi = vi_by_index(NICFW_VI_INDEX(h.dst_vi));
-    if (vi && vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECT_PENDING) return;
+    if (vi && vi->state.load(std::memory_order_relaxed) == NICFW_VI_CONNECT_PENDING) return;
     if (vi && vi->id == h.dst_vi && vi->peer == f.peer && vi->remote_vi == h.src_vi &&
-        vi->state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
+        vi->state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED)
         return;
     uint64_t now = now_ns();
     if (now - last_stale_ns_ < 1000000) return;
@@ -80,9 +78,9 @@ void Engine::answer_stale(const RxFrame& f, const nicfw_frame_hdr& h) {
 // and the VI must allow the operation. Returns 0 (and the host address) or the status.
 uint32_t Engine::check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host) {
     Region* r = mem_.find(memh);
-    if (!r || r->ptag != vi.attrs.ptag) return VIP_STATUS_RDMA_PROT_ERROR;
+    if (!r || r->ptag != vi.attrs.ptag) return NICFW_DS_RDMA_PROT_ERROR;
     bool allowed = write ? (r->rdma_write && vi.attrs.rdma_write) : (r->rdma_read && vi.attrs.rdma_read);
-    if (!allowed || !MemTable::in_range(*r, addr, len)) return VIP_STATUS_RDMA_PROT_ERROR;
+    if (!allowed || !MemTable::in_range(*r, addr, len)) return NICFW_DS_RDMA_PROT_ERROR;
     *host = reinterpret_cast<uint8_t*>(addr);
     return 0;
 }
@@ -107,22 +105,22 @@ HOT_INLINE bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
         vi.rx_discard = true;
         bump(vi.st->c.drops);
         bump(status_->nic.drops);
-        if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE) {
-            raise(&vi, nullptr, nullptr, VIP_RESOURCE_VI, VIP_ERROR_RECVQ_EMPTY);
-            flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+        if (vi.attrs.reliability != NICFW_REL_UNRELIABLE) {
+            raise(&vi, nullptr, nullptr, NICFW_RES_VI, NICFW_AE_RECVQ_EMPTY);
+            flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);
         }
         return false;
     }
     WorkItem& w = rq.front();
     vi.rx_has_desc = true;
-    VIP_CONTROL_SEGMENT cs{};
+    nicfw_desc_ctrl cs{};
     const Region* reg = nullptr;
     uint32_t bad = check_desc(vi, w, &cs, &reg);
-    if (bad == 0 && (cs.Control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY)) bad = VIP_STATUS_FORMAT_ERROR;
-    const uint16_t n = bad ? 0 : cs.SegCount;
+    if (bad == 0 && (cs.control & NICFW_DC_RESERVED & ~NICFW_DC_REPLY)) bad = NICFW_DS_FORMAT_ERROR;
+    const uint16_t n = bad ? 0 : cs.seg_count;
     vi.rx_epoch = mem_.epoch();
     if (bad == 0) bad = validate_segments(vi, w.desc, 0, n, vi.rx_segs, &vi.rx_cap, w, reg);
-    if (bad == 0 && h.msg_len > vi.rx_cap) bad = VIP_STATUS_LENGTH_ERROR;
+    if (bad == 0 && h.msg_len > vi.rx_cap) bad = NICFW_DS_LENGTH_ERROR;
     vi.rx_nsegs = n;
     if (bad) {
         // The descriptor completes with the error; the message is consumed by it.
@@ -177,13 +175,13 @@ bool Engine::rx_mem_ok(Vi& vi) {
 // refuses a write with a NAK, and breaks on a receive; unreliable, the rest is dropped).
 void Engine::fail_receive(Vi& vi) {
     vi.rx_discard = true;
-    finish_receive(vi, vi.rx_write ? VIP_STATUS_RDMA_PROT_ERROR : VIP_STATUS_PROTECTION_ERROR, nullptr);
+    finish_receive(vi, vi.rx_write ? NICFW_DS_RDMA_PROT_ERROR : NICFW_DS_PROTECTION_ERROR, nullptr);
 }
 
 // A refused request breaks a reliable connection (VIA 1.0): the initiator first learns
 // which request failed (earlier ones are acknowledged before the NAK), then the
 // connection goes.
-void Engine::refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why) {
+void Engine::refuse(Vi& vi, uint32_t status, uint32_t seq, nicfw_async_code why) {
     send_ack_now(vi, seq);
     vi.refusing = true;
     vi.refuse_status = status;
@@ -199,8 +197,8 @@ void Engine::refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why) {
 void Engine::finish_refusal(Vi& vi) {
     vi.refusing = false;
     send_nak(vi, vi.refuse_status, vi.refuse_seq);
-    raise(&vi, nullptr, nullptr, VIP_RESOURCE_VI, vi.refuse_why);
-    flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+    raise(&vi, nullptr, nullptr, NICFW_RES_VI, vi.refuse_why);
+    flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);
 }
 
 // Ends the message in progress: completes its receive descriptor (if one was taken)
@@ -209,13 +207,13 @@ HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_fram
     vi.rx_busy = false;
     vi.rx_seq = vi.rx_msg_seq + 1;
     vi.rx_gap_frames = 0;
-    const bool reliable = vi.attrs.reliability != VIP_SERVICE_UNRELIABLE;
+    const bool reliable = vi.attrs.reliability != NICFW_REL_UNRELIABLE;
     if (vi.rx_write) {
         vi.rx_write = false;
-        if (status & VIP_STATUS_ERROR_MASK) {
+        if (status & NICFW_DS_ERROR_MASK) {
             bump(vi.st->c.errors);
             bump(status_->nic.errors);
-            if (reliable) refuse(vi, status & VIP_STATUS_ERROR_MASK, vi.rx_msg_seq, VIP_ERROR_RDMAW_PROT);
+            if (reliable) refuse(vi, status & NICFW_DS_ERROR_MASK, vi.rx_msg_seq, NICFW_AE_RDMAW_PROT);
             return;  // unreliable: the write is dropped, and counted
         }
         if (last && (last->flags & NICFW_FF_IMMEDIATE)) {
@@ -226,16 +224,16 @@ HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_fram
             if (rq.empty()) {
                 bump(vi.st->c.drops);
                 bump(status_->nic.drops);
-                if (reliable) refuse(vi, VIP_STATUS_REMOTE_DESC_ERROR, last->seq, VIP_ERROR_RECVQ_EMPTY);
+                if (reliable) refuse(vi, NICFW_DS_REMOTE_DESC_ERROR, last->seq, NICFW_AE_RECVQ_EMPTY);
                 return;
             }
             WorkItem w = rq.front();
             rq.pop();
-            VIP_CONTROL_SEGMENT cs;
+            nicfw_desc_ctrl cs;
             uint32_t bad = check_desc(vi, w, &cs);
-            if (bad == 0 && (cs.Control & VIP_CONTROL_RESERVED & ~VIP_EXT_CONTROL_REPLY))
-                bad = VIP_STATUS_FORMAT_ERROR;  // checked as any receive descriptor is
-            complete_on(vi, qk, w, bad ? bad : VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE,
+            if (bad == 0 && (cs.control & NICFW_DC_RESERVED & ~NICFW_DC_REPLY))
+                bad = NICFW_DS_FORMAT_ERROR;  // checked as any receive descriptor is
+            complete_on(vi, qk, w, bad ? bad : NICFW_DS_OP_REMOTE_RDMA_WRITE | NICFW_DS_IMMEDIATE,
                         bad ? 0 : vi.rx_len, bad ? nullptr : &last->imm);
         }
         if (reliable) owe_ack(vi);
@@ -247,17 +245,17 @@ HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_fram
     WorkItem w = rq.front();
     rq.pop();
     const bool imm = last && (last->flags & NICFW_FF_IMMEDIATE);
-    if (imm) status |= VIP_STATUS_IMMEDIATE;
+    if (imm) status |= NICFW_DS_IMMEDIATE;
     complete_on(vi, vi.rx_reply ? NICFW_REPLYQ : NICFW_RECVQ, w, status,
-                (status & VIP_STATUS_ERROR_MASK) ? 0 : vi.rx_len, imm ? &last->imm : nullptr);
-    if (status & VIP_STATUS_ERROR_MASK) {
+                (status & NICFW_DS_ERROR_MASK) ? 0 : vi.rx_len, imm ? &last->imm : nullptr);
+    if (status & NICFW_DS_ERROR_MASK) {
         // VIA: on a reliable VI a message the receive descriptor cannot take (too small,
         // bad segments) breaks the connection.
-        if (reliable) flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+        if (reliable) flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);
         return;
     }
     // Reliable reception waits for this ACK; so does every reliable level on a lossy wire.
-    if (vi.attrs.reliability == VIP_SERVICE_RELIABLE_RECEPTION || vi.rel_proto) owe_ack(vi);
+    if (vi.attrs.reliability == NICFW_REL_RELIABLE_RECEPTION || vi.rel_proto) owe_ack(vi);
 }
 
 // Forgets the message in progress; its receive descriptor stays at the queue head. With
@@ -313,7 +311,7 @@ HOT_INLINE void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
         uint32_t ack;
         memcpy(&ack, f.data + at, sizeof ack);
         apply_ack(vi, ack, false);
-        if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;
+        if (vi.state.load(std::memory_order_relaxed) != NICFW_VI_CONNECTED) return;
     }
     if (vi.rel_proto) {
         // Retransmission on: exactly the next request, fragments in order; anything else
@@ -340,20 +338,20 @@ HOT_INLINE void Engine::on_data(const RxFrame& f, const nicfw_frame_hdr& h) {
         }
         // A reliable VI takes exactly the next message: a gap is a lost message, and
         // without retransmission (docs/reliability.md) that breaks the connection.
-        if (vi.attrs.reliability != VIP_SERVICE_UNRELIABLE && h.seq != vi.rx_seq) {
+        if (vi.attrs.reliability != NICFW_REL_UNRELIABLE && h.seq != vi.rx_seq) {
             if (vi.rx_busy) abandon_receive(vi);
-            if (vi.state.load(std::memory_order_relaxed) == VIP_STATE_CONNECTED)
-                flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+            if (vi.state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED)
+                flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);
             return;
         }
         // A new message while one is unfinished: the old one lost its tail.
         if (vi.rx_busy) abandon_receive(vi);
-        if (vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return;  // that broke it
+        if (vi.state.load(std::memory_order_relaxed) != NICFW_VI_CONNECTED) return;  // that broke it
         vi.rx_msg_seq = h.seq;
         vi.rx_got = 0;
         if (write) {
             begin_write(vi, h, x);
-        } else if (!begin_receive(vi, h) && vi.state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) {
+        } else if (!begin_receive(vi, h) && vi.state.load(std::memory_order_relaxed) != NICFW_VI_CONNECTED) {
             return;  // the connection broke
         }
     } else if (!vi.rx_busy || h.seq != vi.rx_msg_seq || h.msg_len != vi.rx_len || vi.rx_write != write ||
@@ -394,12 +392,12 @@ void Engine::abandon_receive(Vi& vi) {
         restart_receive(vi);  // retransmission brings it again
         return;
     }
-    if (vi.attrs.reliability == VIP_SERVICE_UNRELIABLE) {
+    if (vi.attrs.reliability == NICFW_REL_UNRELIABLE) {
         restart_receive(vi);
         vi.rx_seq = vi.rx_msg_seq + 1;  // lost for good: the next message may take its place
         return;
     }
-    finish_receive(vi, VIP_STATUS_PARTIAL_ERROR, nullptr);
+    finish_receive(vi, NICFW_DS_PARTIAL_ERROR, nullptr);
 }
 
 // Target of an RDMA read: check the buffer, queue the answer for the requester.
@@ -409,7 +407,7 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         return;
     }
     Vi* vi = connected_target(*this, f, h);
-    if (!vi || vi->attrs.reliability == VIP_SERVICE_UNRELIABLE) {
+    if (!vi || vi->attrs.reliability == NICFW_REL_UNRELIABLE) {
         bump(status_->nic.drops);  // RDMA read exists on reliable VIs only
         if (!vi) answer_stale(f, h);
         return;
@@ -437,7 +435,7 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         if (vi->rel_proto)
             out_of_order(*vi, h);
         else
-            flush_vi(*vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+            flush_vi(*vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);
         return;
     }
     vi->rx_seq = h.seq + 1;
@@ -445,14 +443,14 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
     if (uint32_t bad = check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src)) {
         bump(vi->st->c.errors);
         bump(status_->nic.errors);
-        refuse(*vi, bad, h.seq, VIP_ERROR_RDMAR_PROT);
+        refuse(*vi, bad, h.seq, NICFW_AE_RDMAR_PROT);
         return;
     }
     // An initiator has at most a send queue's worth of reads outstanding; a peer that asks
     // for more is not one, and is not given memory for it.
     if (vi->serve.size() >= NICFW_MAX_DESC_PER_QUEUE) [[unlikely]] {
         bump(status_->nic.drops);
-        flush_vi(*vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+        flush_vi(*vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);
         return;
     }
     vi->serve.push_back(service);
@@ -484,11 +482,11 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
     if ((it->epoch != mem_.epoch() && recheck_segs(*vi, segs, nsegs) != 0) ||
         !scatter(segs, nsegs, h.offset, f.data + sizeof(nicfw_frame_hdr), h.frag_len)) [[unlikely]] {
         // The read's own buffer went away under it: it fails, and the reliable VI breaks.
-        it->status = VIP_STATUS_PROTECTION_ERROR;
+        it->status = NICFW_DS_PROTECTION_ERROR;
         it->done = true;
         vi->reads_out--;
         retire(*vi);
-        flush_vi(*vi, VIP_STATE_ERROR, true, VIP_ERROR_POST_DESC);
+        flush_vi(*vi, NICFW_VI_ERROR, true, NICFW_AE_POST_DESC);
         return;
     }
     it->epoch = mem_.epoch();
@@ -499,42 +497,6 @@ void Engine::on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h) {
         retire(*vi);
         if (vi->rel_proto) tx_progress(*vi, rtx_clock());
     }
-}
-
-// ACK: requests before sequence number seq succeeded at the target.
-void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
-    Vi* vi = connected_target(*this, f, h);
-    if (!vi) {
-        bump(status_->nic.drops);
-        return;
-    }
-    apply_ack(*vi, h.seq, (h.flags & NICFW_FF_GAP) != 0);
-}
-
-// An acknowledgement, in an ACK frame or carried by a data frame (NICFW_FF_ACKED).
-void Engine::apply_ack(Vi& vi, uint32_t seq, bool gap) {
-    // Cumulative: seq is the next message the target expects, so everything before it
-    // has been placed (a lost ACK is covered by the next one).
-    // The FIFO is in sequence order: the walk stops at the first request the ACK does not
-    // cover, so a window of 64 costs a stream no more per ACK than a window of 8.
-    uint64_t timed = 0;  // when the newest request this ACK answers was sent, if only once
-    for (TxEntry& e : vi.pending) {
-        if (static_cast<int32_t>(e.seq - seq) >= 0) break;
-        if (e.kind == TxEntry::kAcked && !e.done) {
-            e.done = true;
-            timed = e.resent ? 0 : e.sent_ns;
-        }
-    }
-    retire(vi);
-    if (!vi.rel_proto) return;
-    // Progress restarts the timers; an ACK beyond what we sent is forged and ignored.
-    if (static_cast<int32_t>(seq - vi.snd_acked) > 0 && static_cast<int32_t>(seq - vi.tx_seq) <= 0) {
-        const uint64_t now = rtx_clock();  // one clock read per ACK that moves
-        if (timed && now > timed) rtt_sample(vi, now - timed);
-        vi.snd_acked = seq;
-        tx_progress(vi, now);
-    }
-    if (gap && static_cast<int32_t>(seq - vi.tx_seq) < 0) on_gap(vi, seq);
 }
 
 // NAK: the request with sequence number seq failed at the target with imm's status.
@@ -553,15 +515,15 @@ void Engine::on_nak(const RxFrame& f, const nicfw_frame_hdr& h) {
         return;
     }
     // Only error bits cross the wire: a peer cannot set our DONE or op bits.
-    it->status = (h.imm & VIP_STATUS_ERROR_MASK) ? (h.imm & VIP_STATUS_ERROR_MASK) : VIP_STATUS_TRANSPORT_ERROR;
+    it->status = (h.imm & NICFW_DS_ERROR_MASK) ? (h.imm & NICFW_DS_ERROR_MASK) : NICFW_DS_TRANSPORT_ERROR;
     it->done = true;
-    VIP_ERROR_CODE why = VIP_ERROR_RDMAW_PROT;
+    nicfw_async_code why = NICFW_AE_RDMAW_PROT;
     if (it->kind == TxEntry::kRead) {
         vi->reads_out--;
-        why = VIP_ERROR_RDMAR_PROT;
+        why = NICFW_AE_RDMAR_PROT;
     }
     retire(*vi);  // invalidates it
-    flush_vi(*vi, VIP_STATE_ERROR, false, why);
+    flush_vi(*vi, NICFW_VI_ERROR, false, why);
 }
 
 }  // namespace softvia::nicfw

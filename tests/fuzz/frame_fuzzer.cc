@@ -46,7 +46,6 @@
 #include "fuzz_format.h"
 #include "nicfw/abi.h"
 #include "nicfw/engine.h"
-#include "vipl.h"
 
 #if defined(__clang__)
 // The secret search must not feed libFuzzer's comparison tables, or the fuzzer would
@@ -104,9 +103,9 @@ constexpr uint32_t kBadBuf = 64;        // buffer of the malformed receive descr
 constexpr uint32_t kLiveBytes = 12000;  // liveness message: two frames
 constexpr uint64_t kLiveEvery = 256;    // inputs between liveness checks
 constexpr uint32_t kMaxRecords = 256;   // per input
-constexpr uint32_t kStatusOff = offsetof(VIP_CONTROL_SEGMENT, ImmediateData);
-constexpr uint32_t kStatusLen = sizeof(VIP_CONTROL_SEGMENT) - kStatusOff;  // ImmediateData, Length, Status
-static_assert(offsetof(VIP_CONTROL_SEGMENT, Status) + sizeof(uint32_t) == sizeof(VIP_CONTROL_SEGMENT));
+constexpr uint32_t kStatusOff = offsetof(nicfw_desc_ctrl, imm);
+constexpr uint32_t kStatusLen = sizeof(nicfw_desc_ctrl) - kStatusOff;  // imm, length, status
+static_assert(offsetof(nicfw_desc_ctrl, status) + sizeof(uint32_t) == sizeof(nicfw_desc_ctrl));
 
 // Data segments of receive descriptor slot i, as offsets into its 4 KiB buffer: one big
 // segment, two with a gap between them, a zero-length segment first, a tiny one; the
@@ -127,32 +126,32 @@ constexpr RecvLayout kRecvLayout[kRecvSlots] = {
     {1, {{0, 4096}, {0, 0}, {0, 0}}},
 };
 
-VIP_DESCRIPTOR_SEGMENT* seg_of(VIP_DESCRIPTOR* d, uint32_t i) {
-    return reinterpret_cast<VIP_DESCRIPTOR_SEGMENT*>(reinterpret_cast<uint8_t*>(d) + sizeof(VIP_CONTROL_SEGMENT)) + i;
+nicfw_desc_seg* seg_of(nicfw_desc* d, uint32_t i) {
+    return reinterpret_cast<nicfw_desc_seg*>(reinterpret_cast<uint8_t*>(d) + sizeof(nicfw_desc_ctrl)) + i;
 }
-void set_local(VIP_DESCRIPTOR* d, uint32_t i, const void* p, uint32_t memh, uint32_t len) {
-    VIP_DESCRIPTOR_SEGMENT* g = seg_of(d, i);
+void set_local(nicfw_desc* d, uint32_t i, const void* p, uint32_t memh, uint32_t len) {
+    nicfw_desc_seg* g = seg_of(d, i);
     memset(g, 0, sizeof *g);
-    g->Local.Data.Address = const_cast<void*>(p);
-    g->Local.Handle = memh;
-    g->Local.Length = len;
+    g->addr = reinterpret_cast<uint64_t>(p);
+    g->memh = memh;
+    g->len = len;
 }
-void set_remote(VIP_DESCRIPTOR* d, uint32_t i, uint64_t addr, uint32_t memh) {
-    VIP_DESCRIPTOR_SEGMENT* g = seg_of(d, i);
+void set_remote(nicfw_desc* d, uint32_t i, uint64_t addr, uint32_t memh) {
+    nicfw_desc_seg* g = seg_of(d, i);
     memset(g, 0, sizeof *g);
-    g->Remote.Data.AddressBits = addr;
-    g->Remote.Handle = memh;
+    g->addr = addr;
+    g->memh = memh;
 }
-uint32_t status_of(const VIP_DESCRIPTOR* d) { return __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE); }
-bool is_done(const VIP_DESCRIPTOR* d) { return status_of(d) & VIP_STATUS_DONE; }
+uint32_t status_of(const nicfw_desc* d) { return __atomic_load_n(&d->cs.status, __ATOMIC_ACQUIRE); }
+bool is_done(const nicfw_desc* d) { return status_of(d) & NICFW_DS_DONE; }
 
 struct RecvSlot {
-    VIP_DESCRIPTOR* d = nullptr;
+    nicfw_desc* d = nullptr;
     uint8_t* buf = nullptr;
     bool posted = false;
 };
 struct SendSlot {
-    VIP_DESCRIPTOR* d = nullptr;
+    nicfw_desc* d = nullptr;
     bool posted = false;
     bool read = false;  // an RDMA read into the endpoint's read buffer
 };
@@ -200,7 +199,7 @@ private:
     void finish_layout();
 
     // ---- driver side
-    void ring(Endpoint& e, VIP_DESCRIPTOR* d, uint16_t queue);
+    void ring(Endpoint& e, nicfw_desc* d, uint16_t queue);
     void post_recv(Endpoint& e, uint32_t i);
     void post_bad_recv(Endpoint& e, uint8_t variant);
     bool post_send(Endpoint& e, uint16_t control, uint32_t imm, uint64_t raddr, uint32_t rmemh,
@@ -265,8 +264,8 @@ private:
     Listener* server_ = nullptr;  // the listener kClient's request waits at
 
     // liveness kit
-    VIP_DESCRIPTOR* live_sd_ = nullptr;
-    VIP_DESCRIPTOR* live_rd_ = nullptr;
+    nicfw_desc* live_sd_ = nullptr;
+    nicfw_desc* live_rd_ = nullptr;
     uint8_t* live_src_ = nullptr;
     uint8_t* live_dst_ = nullptr;
 
@@ -380,7 +379,7 @@ void Harness::layout() {
         Endpoint& e = ep_[i];
         int r = e.region;
         for (uint32_t k = 0; k < kRecvSlots; k++) {
-            e.recv[k].d = reinterpret_cast<VIP_DESCRIPTOR*>(take(desc_[r], desc_len_[r], &desc_used_[r], kDescBytes));
+            e.recv[k].d = reinterpret_cast<nicfw_desc*>(take(desc_[r], desc_len_[r], &desc_used_[r], kDescBytes));
             memset(e.recv[k].d, 0, kDescBytes);
             zone(e.recv[k].d, kDescBytes, "receive descriptor");
             allow(reinterpret_cast<uint8_t*>(e.recv[k].d) + kStatusOff, kStatusLen, "receive descriptor status words");
@@ -392,7 +391,7 @@ void Harness::layout() {
             desc_used_[r] += kGap;
         }
         for (uint32_t k = 0; k < kSendSlots; k++) {
-            e.send[k].d = reinterpret_cast<VIP_DESCRIPTOR*>(take(desc_[r], desc_len_[r], &desc_used_[r], kDescBytes));
+            e.send[k].d = reinterpret_cast<nicfw_desc*>(take(desc_[r], desc_len_[r], &desc_used_[r], kDescBytes));
             memset(e.send[k].d, 0, kDescBytes);
             zone(e.send[k].d, kDescBytes, "send descriptor");
             allow(reinterpret_cast<uint8_t*>(e.send[k].d) + kStatusOff, kStatusLen, "send descriptor status words");
@@ -401,7 +400,7 @@ void Harness::layout() {
         memset(e.rbuf, 0, kBuf);
         allow(e.rbuf, kBuf, "RDMA read buffer");
         desc_used_[r] += kGap;
-        e.bad.d = reinterpret_cast<VIP_DESCRIPTOR*>(take(desc_[r], desc_len_[r], &desc_used_[r], kDescBytes));
+        e.bad.d = reinterpret_cast<nicfw_desc*>(take(desc_[r], desc_len_[r], &desc_used_[r], kDescBytes));
         memset(e.bad.d, 0, kDescBytes);
         zone(e.bad.d, kDescBytes, "malformed receive descriptor");
         allow(reinterpret_cast<uint8_t*>(e.bad.d) + kStatusOff, kStatusLen, "malformed receive descriptor status words");
@@ -410,8 +409,8 @@ void Harness::layout() {
         allow(e.bad.buf, kBadBuf, "malformed receive descriptor's buffer");
         desc_used_[r] += kGap;
     }
-    live_sd_ = reinterpret_cast<VIP_DESCRIPTOR*>(take(desc_[0], desc_len_[0], &desc_used_[0], kDescBytes));
-    live_rd_ = reinterpret_cast<VIP_DESCRIPTOR*>(take(desc_[0], desc_len_[0], &desc_used_[0], kDescBytes));
+    live_sd_ = reinterpret_cast<nicfw_desc*>(take(desc_[0], desc_len_[0], &desc_used_[0], kDescBytes));
+    live_rd_ = reinterpret_cast<nicfw_desc*>(take(desc_[0], desc_len_[0], &desc_used_[0], kDescBytes));
     memset(live_sd_, 0, kDescBytes);
     memset(live_rd_, 0, kDescBytes);
     allow(reinterpret_cast<uint8_t*>(live_sd_) + kStatusOff, kStatusLen, "liveness send descriptor status");
@@ -458,7 +457,7 @@ void Harness::init() {
     if (lossy && *lossy == '1') cfg.faults = "drop=0";
     int rc = Engine::create(cfg, &eng_);
     FZ_CHECK(rc == 0 && eng_, "Engine::create: %d", rc);
-    eng_->set_error_handler(&st_, [](void* ctx, VIP_ERROR_DESCRIPTOR*) { static_cast<Stats*>(ctx)->async_errors++; });
+    eng_->set_error_handler(&st_, [](void* ctx, const nicfw_async_event*) { static_cast<Stats*>(ctx)->async_errors++; });
     for (auto& p : ptag_) FZ_CHECK(eng_->create_ptag(&p) == 0, "create_ptag");
     size_t alen;
     const uint8_t* a = eng_->transport().local_addr(&alen);
@@ -475,11 +474,11 @@ void Harness::init() {
         e.attrs.max_transfer = NICFW_MAX_TRANSFER;
         e.attrs.rdma_write = e.attrs.rdma_read = e.region == 0;
         switch (i) {
-            case kUnrelA: case kUnrelB: e.attrs.reliability = VIP_SERVICE_UNRELIABLE; break;
+            case kUnrelA: case kUnrelB: e.attrs.reliability = NICFW_REL_UNRELIABLE; break;
             case kRdA: case kRdB: case kNoRdmaA: case kNoRdmaB: case kClient:
-                e.attrs.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+                e.attrs.reliability = NICFW_REL_RELIABLE_DELIVERY;
                 break;
-            default: e.attrs.reliability = VIP_SERVICE_RELIABLE_RECEPTION; break;
+            default: e.attrs.reliability = NICFW_REL_RELIABLE_RECEPTION; break;
         }
         if (i < kClient) e.partner = i ^ 1;
         e.steering = i == kRdA || i == kRdB;
@@ -521,7 +520,7 @@ void Harness::init() {
 
 // ================================================================ driver side
 
-void Harness::ring(Endpoint& e, VIP_DESCRIPTOR* d, uint16_t queue) {
+void Harness::ring(Endpoint& e, nicfw_desc* d, uint16_t queue) {
     sync(d, kDescBytes);
     nicfw_doorbell db{reinterpret_cast<uint64_t>(d), memh_desc_[e.region],
                       static_cast<uint16_t>(NICFW_VI_INDEX(e.vi->id)), queue};
@@ -531,8 +530,8 @@ void Harness::ring(Endpoint& e, VIP_DESCRIPTOR* d, uint16_t queue) {
 void Harness::post_recv(Endpoint& e, uint32_t i) {
     RecvSlot& s = e.recv[i];
     memset(s.d, 0, kDescBytes);
-    s.d->CS.SegCount = kRecvLayout[i].n;
-    s.d->CS.Control = VIP_CONTROL_OP_SENDRECV;
+    s.d->cs.seg_count = kRecvLayout[i].n;
+    s.d->cs.control = NICFW_DC_OP_SEND;
     for (uint32_t k = 0; k < kRecvLayout[i].n; k++)
         set_local(s.d, k, s.buf + kRecvLayout[i].s[k].off, memh_desc_[e.region], kRecvLayout[i].s[k].len);
     s.posted = true;
@@ -547,16 +546,16 @@ void Harness::post_recv(Endpoint& e, uint32_t i) {
 void Harness::post_bad_recv(Endpoint& e, uint8_t variant) {
     RecvSlot& s = e.bad;
     if (s.posted) return;
-    VIP_DESCRIPTOR* d = s.d;
+    nicfw_desc* d = s.d;
     memset(d, 0, kDescBytes);
-    d->CS.SegCount = 1;
-    d->CS.Control = VIP_CONTROL_OP_SENDRECV;
+    d->cs.seg_count = 1;
+    d->cs.control = NICFW_DC_OP_SEND;
     uint32_t memh = memh_desc_[e.region], desc_memh = memh;
     const uint8_t* addr = s.buf;
     uint32_t len = kBadBuf;
     switch (variant & 7) {
-        case 0: d->CS.Control = 0x0010; break;
-        case 1: d->CS.SegCount = NICFW_MAX_SEGMENTS + 1; break;
+        case 0: d->cs.control = 0x0010; break;
+        case 1: d->cs.seg_count = NICFW_MAX_SEGMENTS + 1; break;
         case 2:
             // The other tag's memory: the other-ptag region for tag A VIs, descriptor region
             // A (its send source) for tag B VIs.
@@ -565,11 +564,11 @@ void Harness::post_bad_recv(Endpoint& e, uint8_t variant) {
             break;
         case 3: addr = desc_[e.region] + desc_len_[e.region] - 32; break;
         case 4: desc_memh = memh_window_; break;
-        case 5: d->CS.SegCount = 0; break;
+        case 5: d->cs.seg_count = 0; break;
         case 6: memh ^= 0x00010000u; break;
         default: len = 0xFFFFFFF0u; break;
     }
-    if (d->CS.SegCount == 1) set_local(d, 0, addr, memh, len);
+    if (d->cs.seg_count == 1) set_local(d, 0, addr, memh, len);
     e.bad_variant = variant & 7;
     s.posted = true;
     sync(d, kDescBytes);
@@ -587,15 +586,15 @@ bool Harness::post_send(Endpoint& e, uint16_t control, uint32_t imm, uint64_t ra
             break;
         }
     if (!s) return false;
-    VIP_DESCRIPTOR* d = s->d;
+    nicfw_desc* d = s->d;
     memset(d, 0, kDescBytes);
     uint16_t n = 0;
-    uint16_t op = control & VIP_CONTROL_OP_MASK;
-    if (op != VIP_CONTROL_OP_SENDRECV) set_remote(d, n++, raddr, rmemh);
+    uint16_t op = control & NICFW_DC_OP_MASK;
+    if (op != NICFW_DC_OP_SEND) set_remote(d, n++, raddr, rmemh);
     if (len) set_local(d, n++, read ? e.rbuf : src_[e.region], memh_desc_[e.region], len);
-    d->CS.SegCount = n;
-    d->CS.Control = control;
-    d->CS.ImmediateData = imm;
+    d->cs.seg_count = n;
+    d->cs.control = control;
+    d->cs.imm = imm;
     s->posted = true;
     s->read = read;
     ring(e, d, NICFW_SENDQ);
@@ -634,14 +633,14 @@ void Harness::collect() {
             uint32_t status = status_of(s.d);
             st_.recv_done++;
             // (An RDMA write with immediate data reports the write's length, not the buffer's.)
-            if (!(status & VIP_STATUS_ERROR_MASK) && (status & VIP_STATUS_OP_MASK) == VIP_STATUS_OP_RECEIVE) {
+            if (!(status & NICFW_DS_ERROR_MASK) && (status & NICFW_DS_OP_MASK) == NICFW_DS_OP_RECEIVE) {
                 st_.recv_ok++;
                 uint32_t cap = 0;
                 for (uint32_t g = 0; g < kRecvLayout[k].n; g++) cap += kRecvLayout[k].s[g].len;
-                FZ_CHECK(s.d->CS.Length <= cap, "%s: receive completed with Length %u > capacity %u (status %#x)",
-                         e.name, s.d->CS.Length, cap, status);
+                FZ_CHECK(s.d->cs.length <= cap, "%s: receive completed with Length %u > capacity %u (status %#x)",
+                         e.name, s.d->cs.length, cap, status);
             }
-            FZ_TRACE("    %s: receive slot %u done, status %#x length %u\n", e.name, k, status, s.d->CS.Length);
+            FZ_TRACE("    %s: receive slot %u done, status %#x length %u\n", e.name, k, status, s.d->cs.length);
             for (uint32_t g = 0; g < kRecvLayout[k].n; g++)
                 scan_secret(s.buf + kRecvLayout[k].s[g].off, kRecvLayout[k].s[g].len, "a receive buffer");
             s.posted = false;
@@ -654,21 +653,21 @@ void Harness::collect() {
         if (e.bad.posted && e.bad_variant != 4 && is_done(e.bad.d)) {
             uint32_t status = status_of(e.bad.d);
             FZ_TRACE("    %s: malformed receive (variant %u) done, status %#x length %u\n", e.name, e.bad_variant,
-                     status, e.bad.d->CS.Length);
+                     status, e.bad.d->cs.length);
             // An RDMA write with immediate data consumes the descriptor without its segments,
             // so only a descriptor the NIC cannot even read (1, 4) must fail there.
-            bool rdma_imm = (status & VIP_STATUS_OP_MASK) == VIP_STATUS_OP_REMOTE_RDMA_WRITE;
-            FZ_CHECK((status & VIP_STATUS_ERROR_MASK) || (rdma_imm && e.bad_variant != 1 && e.bad_variant != 4) ||
-                         (e.bad_variant == 5 && e.bad.d->CS.Length == 0),
+            bool rdma_imm = (status & NICFW_DS_OP_MASK) == NICFW_DS_OP_REMOTE_RDMA_WRITE;
+            FZ_CHECK((status & NICFW_DS_ERROR_MASK) || (rdma_imm && e.bad_variant != 1 && e.bad_variant != 4) ||
+                         (e.bad_variant == 5 && e.bad.d->cs.length == 0),
                      "%s: malformed receive descriptor (variant %u) completed without error: status %#x length %u",
-                     e.name, e.bad_variant, status, e.bad.d->CS.Length);
+                     e.name, e.bad_variant, status, e.bad.d->cs.length);
             e.bad.posted = false;
         }
         for (SendSlot& s : e.send) {
             if (!s.posted || !is_done(s.d)) continue;
             st_.send_done++;
-            if (!(status_of(s.d) & VIP_STATUS_ERROR_MASK)) st_.send_ok++;
-            FZ_TRACE("    %s: send done, status %#x length %u\n", e.name, status_of(s.d), s.d->CS.Length);
+            if (!(status_of(s.d) & NICFW_DS_ERROR_MASK)) st_.send_ok++;
+            FZ_TRACE("    %s: send done, status %#x length %u\n", e.name, status_of(s.d), s.d->cs.length);
             if (s.read) scan_secret(e.rbuf, kBuf, "an RDMA read buffer");
             s.posted = false;
         }
@@ -678,7 +677,7 @@ void Harness::collect() {
 void Harness::repost() {
     bool any = false;
     for (Endpoint& e : ep_) {
-        if (!e.vi || e.vi->state.load(std::memory_order_acquire) == VIP_STATE_ERROR) continue;
+        if (!e.vi || e.vi->state.load(std::memory_order_acquire) == NICFW_VI_ERROR) continue;
         for (uint32_t k = 0; k < kRecvSlots; k++)
             if (slot_used(e, k) && !e.recv[k].posted) {
                 post_recv(e, k);
@@ -734,7 +733,7 @@ void Harness::reset_pair(int ai) {
     rc = eng_->peer_request(b.vi, self_addr_.data(), self_addr_.size(), u(db), db.size(), u(da), da.size(), 5000);
     FZ_CHECK(rc == 0, "peer_request %s: %d", b.name, rc);
     bool ok = pump([&] {
-        return a.vi->state.load() == VIP_STATE_CONNECTED && b.vi->state.load() == VIP_STATE_CONNECTED;
+        return a.vi->state.load() == NICFW_VI_CONNECTED && b.vi->state.load() == NICFW_VI_CONNECTED;
     }, 5000);
     FZ_CHECK(ok, "pair %s/%s does not reconnect (states %u/%u)", a.name, b.name, a.vi->state.load(),
              b.vi->state.load());
@@ -790,7 +789,7 @@ bool Harness::pair_ok(const Endpoint& e) const {
     const Vi* v = e.vi;
     const Endpoint& p = ep_[e.partner];
     if (!v || !p.vi) return false;
-    if (v->state.load(std::memory_order_acquire) != VIP_STATE_CONNECTED) return false;
+    if (v->state.load(std::memory_order_acquire) != NICFW_VI_CONNECTED) return false;
     if (v->peer != 0 || v->remote_vi != p.vi->id) return false;
     if (v->rx_busy || v->tx_busy || !v->sq.empty() || !v->pending.empty() || !v->serve.empty() ||
         v->reads_out || v->acks_owed)
@@ -826,7 +825,7 @@ void Harness::normalize() {
                 dirty = true;
             }
         Vi* c = ep_[kClient].vi;
-        bool client_ok = c->state.load() == VIP_STATE_CONNECT_PENDING && c->op == ConnOp::kClient &&
+        bool client_ok = c->state.load() == NICFW_VI_CONNECT_PENDING && c->op == ConnOp::kClient &&
                          server_->matched.load(std::memory_order_acquire) && server_->req.client_vi == c->id &&
                          server_->req.req_id == c->req_id;
         if (!client_ok) {
@@ -834,7 +833,7 @@ void Harness::normalize() {
             dirty = true;
         }
         Vi* q = ep_[kPeerWait].vi;
-        if (q->state.load() != VIP_STATE_CONNECT_PENDING || q->op != ConnOp::kPeer) {
+        if (q->state.load() != NICFW_VI_CONNECT_PENDING || q->op != ConnOp::kPeer) {
             reset_peer_wait();
             dirty = true;
         }
@@ -847,7 +846,7 @@ void Harness::normalize() {
 void Harness::live_check() {
     st_.live_checks++;
     ViAttrs at;
-    at.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+    at.reliability = NICFW_REL_RELIABLE_DELIVERY;
     at.ptag = ptag_[0];
     at.max_transfer = NICFW_MAX_TRANSFER;
     at.rdma_write = at.rdma_read = true;
@@ -858,39 +857,39 @@ void Harness::live_check() {
              "liveness peer_request");
     FZ_CHECK(eng_->peer_request(y, self_addr_.data(), self_addr_.size(), u("fz-live-y"), 9, u("fz-live-x"), 9, 5000) == 0,
              "liveness peer_request");
-    bool ok = pump([&] { return x->state.load() == VIP_STATE_CONNECTED && y->state.load() == VIP_STATE_CONNECTED; },
+    bool ok = pump([&] { return x->state.load() == NICFW_VI_CONNECTED && y->state.load() == NICFW_VI_CONNECTED; },
                    5000);
     FZ_CHECK(ok, "a fresh VI pair does not connect (states %u/%u)", x->state.load(), y->state.load());
     FZ_CHECK(x->remote_vi == y->id && y->remote_vi == x->id, "fresh pair connected to the wrong VIs");
 
-    auto post = [&](Vi* v, VIP_DESCRIPTOR* d, uint16_t q) {
+    auto post = [&](Vi* v, nicfw_desc* d, uint16_t q) {
         sync(d, kDescBytes);
         eng_->ring(nicfw_doorbell{reinterpret_cast<uint64_t>(d), memh_desc_[0], static_cast<uint16_t>(NICFW_VI_INDEX(v->id)), q});
     };
-    auto wait = [&](VIP_DESCRIPTOR* d, const char* what) {
+    auto wait = [&](nicfw_desc* d, const char* what) {
         FZ_CHECK(pump([&] { return is_done(d); }, 5000), "liveness: %s never completes", what);
     };
     // 1. send/receive with immediate data, two frames.
     uint32_t imm = 0x5EED0000u + static_cast<uint32_t>(st_.live_checks);
     memset(live_dst_, 0, kLiveBytes);
     memset(live_rd_, 0, kDescBytes);
-    live_rd_->CS.SegCount = 2;
+    live_rd_->cs.seg_count = 2;
     set_local(live_rd_, 0, live_dst_, memh_desc_[0], 5000);
     set_local(live_rd_, 1, live_dst_ + 5000, memh_desc_[0], kLiveBytes - 5000);
     post(y, live_rd_, NICFW_RECVQ);
     memset(live_sd_, 0, kDescBytes);
-    live_sd_->CS.SegCount = 1;
-    live_sd_->CS.Control = VIP_CONTROL_OP_SENDRECV | VIP_CONTROL_IMMEDIATE;
-    live_sd_->CS.ImmediateData = imm;
+    live_sd_->cs.seg_count = 1;
+    live_sd_->cs.control = NICFW_DC_OP_SEND | NICFW_DC_IMMEDIATE;
+    live_sd_->cs.imm = imm;
     set_local(live_sd_, 0, live_src_, memh_desc_[0], kLiveBytes);
     post(x, live_sd_, NICFW_SENDQ);
     wait(live_rd_, "receive");
     wait(live_sd_, "send");
-    FZ_CHECK(status_of(live_rd_) == (VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_IMMEDIATE) &&
-                 live_rd_->CS.Length == kLiveBytes && live_rd_->CS.ImmediateData == imm,
-             "liveness receive: status %#x length %u imm %#x", status_of(live_rd_), live_rd_->CS.Length,
-             live_rd_->CS.ImmediateData);
-    FZ_CHECK(status_of(live_sd_) == (VIP_STATUS_DONE | VIP_STATUS_OP_SEND), "liveness send: status %#x",
+    FZ_CHECK(status_of(live_rd_) == (NICFW_DS_DONE | NICFW_DS_OP_RECEIVE | NICFW_DS_IMMEDIATE) &&
+                 live_rd_->cs.length == kLiveBytes && live_rd_->cs.imm == imm,
+             "liveness receive: status %#x length %u imm %#x", status_of(live_rd_), live_rd_->cs.length,
+             live_rd_->cs.imm);
+    FZ_CHECK(status_of(live_sd_) == (NICFW_DS_DONE | NICFW_DS_OP_SEND), "liveness send: status %#x",
              status_of(live_sd_));
     FZ_CHECK(memcmp(live_dst_, live_src_, kLiveBytes) == 0, "liveness: received data differs");
 
@@ -900,15 +899,15 @@ void Harness::live_check() {
         bool read = step == 1;
         memset(live_dst_, 0, kLiveBytes);
         memset(live_sd_, 0, kDescBytes);
-        live_sd_->CS.SegCount = 2;
-        live_sd_->CS.Control = read ? VIP_CONTROL_OP_RDMAREAD : VIP_CONTROL_OP_RDMAWRITE;
+        live_sd_->cs.seg_count = 2;
+        live_sd_->cs.control = read ? NICFW_DC_OP_RDMA_READ : NICFW_DC_OP_RDMA_WRITE;
         set_remote(live_sd_, 0, reinterpret_cast<uint64_t>(spot), memh_window_);
         set_local(live_sd_, 1, read ? live_dst_ : live_src_, memh_desc_[0], 4096);
         post(x, live_sd_, NICFW_SENDQ);
         wait(live_sd_, read ? "RDMA read" : "RDMA write");
-        uint32_t want = VIP_STATUS_DONE | (read ? VIP_STATUS_OP_RDMA_READ : VIP_STATUS_OP_RDMA_WRITE);
-        FZ_CHECK(status_of(live_sd_) == want && live_sd_->CS.Length == 4096, "liveness %s: status %#x length %u",
-                 read ? "RDMA read" : "RDMA write", status_of(live_sd_), live_sd_->CS.Length);
+        uint32_t want = NICFW_DS_DONE | (read ? NICFW_DS_OP_RDMA_READ : NICFW_DS_OP_RDMA_WRITE);
+        FZ_CHECK(status_of(live_sd_) == want && live_sd_->cs.length == 4096, "liveness %s: status %#x length %u",
+                 read ? "RDMA read" : "RDMA write", status_of(live_sd_), live_sd_->cs.length);
         FZ_CHECK(memcmp(read ? live_dst_ : spot, live_src_, 4096) == 0, "liveness %s: data differs",
                  read ? "RDMA read" : "RDMA write");
     }
@@ -1082,16 +1081,16 @@ void Harness::do_action(uint8_t ctl, uint8_t arg) {
             break;
         case kOpSend:
         case kOpFencedSend: {
-            uint16_t control = VIP_CONTROL_OP_SENDRECV;
-            if (arg & 0x80) control |= VIP_CONTROL_IMMEDIATE;
-            if (arg & 0x40) control |= VIP_EXT_CONTROL_REPLY;
-            if (op == kOpFencedSend) control |= VIP_CONTROL_QFENCE;
+            uint16_t control = NICFW_DC_OP_SEND;
+            if (arg & 0x80) control |= NICFW_DC_IMMEDIATE;
+            if (arg & 0x40) control |= NICFW_DC_REPLY;
+            if (op == kOpFencedSend) control |= NICFW_DC_QFENCE;
             post_send(e, control, 0xC0DE0000u | arg, 0, 0, (arg & 0x3F) * 128u, false);
             break;
         }
         case kOpRdmaWrite: {
-            uint16_t control = VIP_CONTROL_OP_RDMAWRITE | ((arg & 1) ? VIP_CONTROL_IMMEDIATE : 0);
-            if ((arg & 0x21) == 0x21) control |= VIP_EXT_CONTROL_REPLY;
+            uint16_t control = NICFW_DC_OP_RDMA_WRITE | ((arg & 1) ? NICFW_DC_IMMEDIATE : 0);
+            if ((arg & 0x21) == 0x21) control |= NICFW_DC_REPLY;
             uint32_t len = ((arg >> 1) & 15) * 512u;
             uint64_t off = (arg >> 5) * (128u << 10);
             post_send(e, control, 0xAB000000u | arg, win + off, memh_window_, len, false);
@@ -1100,7 +1099,7 @@ void Harness::do_action(uint8_t ctl, uint8_t arg) {
         case kOpRdmaRead: {
             uint32_t len = (arg & 15) * 256u;
             uint64_t off = (arg >> 4) * (64u << 10);
-            post_send(e, VIP_CONTROL_OP_RDMAREAD, 0, win + off, memh_window_, len, true);
+            post_send(e, NICFW_DC_OP_RDMA_READ, 0, win + off, memh_window_, len, true);
             break;
         }
         case kOpBadRemote: {
@@ -1113,7 +1112,7 @@ void Harness::do_action(uint8_t ctl, uint8_t arg) {
                 case 2: addr = win; memh = memh_window_ ^ 0x00010000u; break;  // stale generation
                 default: addr = win + kWindowBytes - 256; memh = memh_window_; break;  // overruns the window
             }
-            post_send(e, read ? VIP_CONTROL_OP_RDMAREAD : VIP_CONTROL_OP_RDMAWRITE, 0, addr, memh, 1024, read);
+            post_send(e, read ? NICFW_DC_OP_RDMA_READ : NICFW_DC_OP_RDMA_WRITE, 0, addr, memh, 1024, read);
             break;
         }
         case kOpDisconnect:

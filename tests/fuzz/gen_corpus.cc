@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -20,7 +21,6 @@
 
 #include "fuzz_format.h"
 #include "nicfw/abi.h"
-#include "vipl.h"
 
 using namespace fuzzfmt;
 
@@ -174,7 +174,7 @@ std::vector<Seed> seeds() {
         s.action(kRdA, kOpRdmaWrite, 0x02);  // 512 bytes
         s.action(kRdA, kOpProgress, 0);
         nicfw_frame_hdr nak = hdr(NICFW_F_NAK);
-        nak.imm = VIP_STATUS_RDMA_PROT_ERROR;
+        nak.imm = NICFW_DS_RDMA_PROT_ERROR;
         s.frame(kRdA, nak);
         out.push_back(s);
     }
@@ -183,10 +183,10 @@ std::vector<Seed> seeds() {
         nicfw_frame_hdr h = hdr(NICFW_F_CONN_REQ);
         h.src_vi = 0x00010007;
         h.seq = 42;
-        auto pl = conn(VIP_SERVICE_RELIABLE_DELIVERY, kDiscListen);
+        auto pl = conn(NICFW_REL_RELIABLE_DELIVERY, kDiscListen);
         h.msg_len = static_cast<uint32_t>(pl.size());
         s.frame(kRawIds | F, h, pl);
-        auto other = conn(VIP_SERVICE_UNRELIABLE, kDiscClip, "", "nobody");
+        auto other = conn(NICFW_REL_UNRELIABLE, kDiscClip, "", "nobody");
         h.msg_len = static_cast<uint32_t>(other.size());
         s.frame(kRawIds, h, other);
         out.push_back(s);
@@ -197,7 +197,7 @@ std::vector<Seed> seeds() {
         Seed s{"conn_accept", {}};
         nicfw_frame_hdr h = hdr(NICFW_F_CONN_ACCEPT);
         h.src_vi = 0x00030002;
-        auto pl = conn(VIP_SERVICE_RELIABLE_DELIVERY, kDiscClip);
+        auto pl = conn(NICFW_REL_RELIABLE_DELIVERY, kDiscClip);
         h.msg_len = static_cast<uint32_t>(pl.size());
         s.frame(kClient | F | kRawSrc, h, pl);
         s.frame(kClient, data_hdr(NICFW_F_DATA, 0, 48, 0, 48, NICFW_FF_LAST), fill(48, 11));
@@ -216,7 +216,7 @@ std::vector<Seed> seeds() {
         nicfw_frame_hdr h = hdr(NICFW_F_PEER_REQ);
         h.src_vi = 0x00020005;
         h.seq = 9;
-        auto pl = conn(VIP_SERVICE_RELIABLE_RECEPTION, kDiscPeerWait);
+        auto pl = conn(NICFW_REL_RELIABLE_RECEPTION, kDiscPeerWait);
         h.msg_len = static_cast<uint32_t>(pl.size());
         s.frame(kPeerWait | F | kRawSrc, h, pl);
         s.frame(kPeerWait, data_hdr(NICFW_F_DATA, 0, 32, 0, 32, NICFW_FF_LAST), fill(32, 12));
@@ -308,7 +308,7 @@ std::vector<Seed> crashes() {
     {
         // Three messages to an unreliable VI: the third takes receive slot 2, whose
         // descriptor has three data segments; Engine::validate_segments reads DS[2] of a
-        // VIP_DESCRIPTOR that declares DS[2] (UBSan array-bounds).
+        // nicfw_desc that declares DS[2] (UBSan array-bounds).
         Seed s{"ubsan-validate-segments-ds-index", {}};
         for (uint32_t seq = 0; seq < 3; seq++)
             s.frame(kUnrelB, data_hdr(NICFW_F_DATA, seq, 8, 0, 8, NICFW_FF_LAST), fill(8, static_cast<uint8_t>(seq)));

@@ -223,7 +223,7 @@ static void forge_good(Hostile& H) {
     }
     if (type == NICFW_F_CONN_ACCEPT || type == NICFW_F_PEER_ACK) {
         nicfw_conn_payload pl{};
-        pl.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+        pl.reliability = NICFW_REL_RELIABLE_DELIVERY;
         pl.max_transfer = NICFW_MAX_TRANSFER;
         memcpy(f + at, &pl, kFixed);
     } else {
@@ -261,7 +261,7 @@ void conn_fuzz(Hostile& H) {
     switch (H.below(5)) {
         case 0:  // the decoy: only the good peer's NIC may complete it
             put_disc(pl, HP_DISC_DECOY_G, HP_DISC_DECOY_O);
-            pl.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+            pl.reliability = NICFW_REL_RELIABLE_DELIVERY;
             if (H.chance(50)) h.type = type = NICFW_F_PEER_REQ, h.dst_vi = 0xFFFFFFFFu;
             else h.type = type = NICFW_F_PEER_ACK, h.dst_vi = NICFW_VI_MAKE(H.owner.decoy_vi, 1);
             break;
@@ -308,7 +308,7 @@ static void spoof_addr(Hostile& H) {
     Conn c;
     c.me = H.next_me++;
     c.req_id = H.r32();
-    c.rel = VIP_SERVICE_RELIABLE_DELIVERY;
+    c.rel = NICFW_REL_RELIABLE_DELIVERY;
     send_conn_req(H, c, 2 + static_cast<int>(H.below(3)));
 }
 

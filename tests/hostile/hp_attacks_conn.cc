@@ -131,7 +131,7 @@ void ack_nak(Hostile& H) {
         default: h.seq = pool32(H); break;
     }
     if (H.chance(30)) h.flags = NICFW_FF_GAP;
-    h.imm = H.chance(50) ? H.r32() : (VIP_STATUS_RDMA_PROT_ERROR | VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_READ);
+    h.imm = H.chance(50) ? H.r32() : (NICFW_DS_RDMA_PROT_ERROR | NICFW_DS_DONE | NICFW_DS_OP_RDMA_READ);
     uint32_t pay = 0;
     if (type == NICFW_F_READ_RESP) {
         h.msg_len = pool32(H);
@@ -251,7 +251,7 @@ static uint64_t flood_ms(Hostile& H, uint32_t* cap) {
 
 void read_flood(Hostile& H) {
     Conn* c = some_conn(H);
-    if (!c || c->rel == VIP_SERVICE_UNRELIABLE) return rdma_bounds(H);
+    if (!c || c->rel == NICFW_REL_UNRELIABLE) return rdma_bounds(H);
     c->ops += 100;
     const uint32_t first = c->seq;
     uint32_t cap;
@@ -291,7 +291,7 @@ void ctl_flood(Hostile& H) {
     uint32_t cap;
     const uint64_t until = now_ms() + flood_ms(H, &cap);
     nicfw_conn_payload pl{};
-    pl.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+    pl.reliability = NICFW_REL_RELIABLE_DELIVERY;
     put_disc(pl, "", "hp.nobody");
     const uint32_t len = kFixed + pl.dst_disc_len;
     nicfw_frame_hdr h = header(NICFW_F_CONN_REQ, 0xFFFFFFFFu, H.next_me++);

@@ -164,8 +164,8 @@ static void hang_up(Hostile& H, Conn& c) {
 
 // Keeps connections coming: through the listener, and by peer requests.
 static void maintain(Hostile& H) {
-    static const uint16_t kLevels[3] = {VIP_SERVICE_UNRELIABLE, VIP_SERVICE_RELIABLE_DELIVERY,
-                                        VIP_SERVICE_RELIABLE_RECEPTION};
+    static const uint16_t kLevels[3] = {NICFW_REL_UNRELIABLE, NICFW_REL_RELIABLE_DELIVERY,
+                                        NICFW_REL_RELIABLE_RECEPTION};
     static uint64_t last_peer[HP_PEER_SLOTS];
     uint64_t now = now_ms();
     for (int i = 0; i < kConns; i++) {
@@ -253,9 +253,9 @@ static void on_client_request(Hostile& H, const nicfw_frame_hdr& h, const nicfw_
     } else if (pick < 65) {
         H.client_answers[1]++;
         if (pick < 50 && H.enabled[kOddAccept])  // a VI of another level
-            ans.reliability = static_cast<uint16_t>(pl.reliability == VIP_SERVICE_UNRELIABLE
-                                                        ? VIP_SERVICE_RELIABLE_DELIVERY
-                                                        : VIP_SERVICE_UNRELIABLE);
+            ans.reliability = static_cast<uint16_t>(pl.reliability == NICFW_REL_UNRELIABLE
+                                                        ? NICFW_REL_RELIABLE_DELIVERY
+                                                        : NICFW_REL_UNRELIABLE);
         else if (pick < 58) ans.max_transfer = H.below(2) ? 0 : 1 + H.below(64);
         else seq = h.seq + 1 + H.below(3);  // not the request the owner made
     } else if (pick < 85) {
@@ -378,7 +378,7 @@ static bool late_joiner(Hostile& H, const DeviceSpec& spec) {
     int peer = t->resolve(H.owner_addr, H.alen);
     if (peer < 0) return false;
     nicfw_conn_payload pl{};
-    pl.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+    pl.reliability = NICFW_REL_RELIABLE_DELIVERY;
     put_disc(pl, "", HP_DISC_NOBODY);
     nicfw_frame_hdr h = header(NICFW_F_CONN_REQ, 0xFFFFFFFFu, 0x00010001u);
     h.msg_len = kFixed + pl.dst_disc_len;

@@ -16,7 +16,6 @@
 #include "hp_proto.h"
 #include "nicfw/abi.h"
 #include "nicfw/transport.h"
-#include "vipl.h"  // reliability levels and status bits: the wire carries their values
 
 namespace hp {
 

@@ -91,7 +91,7 @@ void peer_flood(Hostile& H) {
     memcpy(d + 8, H.my_addr + 8, 8);
     memcpy(d + 20, &H.owner_nonce, 4);
     nicfw_conn_payload pl{};
-    pl.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+    pl.reliability = NICFW_REL_RELIABLE_DELIVERY;
     put_disc(pl, "", HP_DISC_NOBODY);
     nicfw_frame_hdr h = header(NICFW_F_CONN_REQ, 0xFFFFFFFFu, 0x00010001u);
     h.msg_len = kFixed + pl.dst_disc_len;

@@ -17,7 +17,7 @@ const uint8_t* u8(const char* s) { return reinterpret_cast<const uint8_t*>(s); }
 
 // A sender/receiver pair of connected VIs on one engine (self link) with buffers.
 struct Pair {
-    explicit Pair(Nic& n, uint16_t rel = VIP_SERVICE_UNRELIABLE, Cq* scq = nullptr, Cq* rcq = nullptr)
+    explicit Pair(Nic& n, uint16_t rel = NICFW_REL_UNRELIABLE, Cq* scq = nullptr, Cq* rcq = nullptr)
         : nic(n) {
         static int counter = 0;
         counter++;
@@ -35,8 +35,8 @@ struct Pair {
 
 // Sends len bytes from a to b with one segment each side; returns the receive descriptor.
 struct Msg {
-    VIP_DESCRIPTOR* sd;
-    VIP_DESCRIPTOR* rd;
+    nicfw_desc* sd;
+    nicfw_desc* rd;
     uint8_t* src;
     uint8_t* dst;
 };
@@ -93,10 +93,10 @@ TEST(Engine, PtagsAndMemory) {
     EXPECT_EQ(-EINVAL, n.e().query_mem(b.va() + 1, h, &pt, &w, &r));
     EXPECT_EQ(-EBUSY, n.e().destroy_ptag(p2));  // memory still registered under it
     EXPECT_EQ(-EINVAL, n.e().deregister_mem(b.va() + 1, h));
-    EXPECT_TRUE(n.e().desc_in_registered_memory(h, b.p, sizeof(VIP_CONTROL_SEGMENT)));
-    EXPECT_FALSE(n.e().desc_in_registered_memory(h, b.p + b.len - 8, sizeof(VIP_CONTROL_SEGMENT)));
+    EXPECT_TRUE(n.e().desc_in_registered_memory(h, b.p, sizeof(nicfw_desc_ctrl)));
+    EXPECT_FALSE(n.e().desc_in_registered_memory(h, b.p + b.len - 8, sizeof(nicfw_desc_ctrl)));
     ASSERT_EQ(0, n.e().deregister_mem(b.va(), h));
-    EXPECT_FALSE(n.e().desc_in_registered_memory(h, b.p, sizeof(VIP_CONTROL_SEGMENT)));
+    EXPECT_FALSE(n.e().desc_in_registered_memory(h, b.p, sizeof(nicfw_desc_ctrl)));
     EXPECT_EQ(-EINVAL, n.e().deregister_mem(b.va(), h));
     EXPECT_EQ(0, n.e().destroy_ptag(p2));
     EXPECT_FALSE(n.e().ptag_valid(p2));
@@ -110,13 +110,13 @@ TEST(Engine, ViLifecycle) {
     v = n.vi();
     ASSERT_NE(nullptr, v);
     EXPECT_EQ(1u, n.e().vi_count());
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(v));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(v));
     EXPECT_EQ(v, n.e().vi_by_index(NICFW_VI_INDEX(v->id)));
     EXPECT_NE(0u, NICFW_VI_GEN(v->id));
     const uint32_t old_id = v->id;
     const nicfw_vi_status* st =
         reinterpret_cast<const nicfw_vi_status*>(n.e().status() + 1) + NICFW_VI_INDEX(v->id);
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATE_IDLE), st->state);
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_VI_IDLE), st->state);
     EXPECT_EQ(-EBUSY, n.e().destroy_ptag(n.ptag));  // a VI uses it
     EXPECT_EQ(0, n.e().destroy_vi(v));
     EXPECT_EQ(0xFFFFFFFFu, st->state);
@@ -136,9 +136,9 @@ TEST(Engine, PeerConnectSelfLinkCrossedDiscriminators) {
     Vi* b = n.vi();
     ASSERT_TRUE(connect_peers(n.e(), a, n.e(), b, "left", "right"));
     EXPECT_EQ(NICFW_MAX_TRANSFER, a->remote.max_transfer);
-    EXPECT_EQ(VIP_SERVICE_UNRELIABLE, a->remote.reliability);
+    EXPECT_EQ(NICFW_REL_UNRELIABLE, a->remote.reliability);
     const nicfw_vi_status* st = reinterpret_cast<const nicfw_vi_status*>(n.e().status() + 1);
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATE_CONNECTED), st[NICFW_VI_INDEX(a->id)].state);
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_VI_CONNECTED), st[NICFW_VI_INDEX(a->id)].state);
     EXPECT_EQ(b->id, st[NICFW_VI_INDEX(a->id)].remote_vi);
     // A connected VI refuses a second connect.
     auto ad = addr_of(n.e());
@@ -154,15 +154,15 @@ TEST(Engine, PeerConnectTwoEngines) {
     // And a message across.
     Msg m = prepare(n1, 3000, 4096, 1);
     uint8_t* dst = n2.alloc(4096);
-    VIP_DESCRIPTOR* rd = n2.desc(1);
+    nicfw_desc* rd = n2.desc(1);
     init_desc(rd, 1);
     set_seg(rd, 0, dst, n2.memh, 4096);
     post_recv(n2.e(), b, rd, n2.memh);
     post_send(n1.e(), a, m.sd, n1.memh);
     ASSERT_TRUE(pump_until({&n1.e(), &n2.e()}, [&] { return is_done(rd) && is_done(m.sd); }));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_SEND), status_of(m.sd));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(rd));
-    EXPECT_EQ(3000u, rd->CS.Length);
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_SEND), status_of(m.sd));
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(rd));
+    EXPECT_EQ(3000u, rd->cs.length);
     EXPECT_TRUE(check_pattern(dst, 3000, 1));
 }
 
@@ -174,26 +174,26 @@ TEST(Engine, PeerRequestWrongDiscriminatorTimesOut) {
     // Not crossed: both want "z".
     ASSERT_EQ(0, n.e().peer_request(a, ad.data(), ad.size(), u8("a"), 1, u8("z"), 1, 30));
     ASSERT_EQ(0, n.e().peer_request(b, ad.data(), ad.size(), u8("b"), 1, u8("z"), 1, 30));
-    EXPECT_EQ(VIP_STATE_CONNECT_PENDING, state_of(a));
+    EXPECT_EQ(NICFW_VI_CONNECT_PENDING, state_of(a));
     ASSERT_TRUE(pump_until(n.e(), [&] { return a->conn_result.load() != -1 && b->conn_result.load() != -1; }));
-    EXPECT_EQ(VIP_TIMEOUT, a->conn_result.load());
-    EXPECT_EQ(VIP_TIMEOUT, b->conn_result.load());
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(a));
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(b));
+    EXPECT_EQ(NICFW_R_TIMEOUT, a->conn_result.load());
+    EXPECT_EQ(NICFW_R_TIMEOUT, b->conn_result.load());
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(a));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(b));
     EXPECT_EQ(0, n.e().destroy_vi(a));
     EXPECT_EQ(0, n.e().destroy_vi(b));
 }
 
 TEST(Engine, PeerRequestHugeTimeoutDoesNotExpireAtOnce) {
     // A long (but not infinite) timeout must not wrap around into an expired deadline.
-    for (uint64_t timeout : {uint64_t{VIP_INFINITE - 1}, uint64_t{1} << 63, uint64_t{1} << 60}) {
+    for (uint64_t timeout : {uint64_t{UINT32_MAX - 1}, uint64_t{1} << 63, uint64_t{1} << 60}) {
         Nic n;
         Vi* a = n.vi();
         Vi* b = n.vi();
         auto ad = addr_of(n.e());
         ASSERT_EQ(0, n.e().peer_request(a, ad.data(), ad.size(), u8("a"), 1, u8("b"), 1, timeout));
         pump_until(n.e(), [] { return false; }, 20);  // the partner is late
-        if (state_of(a) != VIP_STATE_CONNECT_PENDING) {
+        if (state_of(a) != NICFW_VI_CONNECT_PENDING) {
             ADD_FAILURE() << "timeout " << timeout << " ms expired at once: state " << state_of(a)
                           << ", conn_result " << a->conn_result.load();
             continue;  // the partner could not connect to it any more
@@ -201,23 +201,23 @@ TEST(Engine, PeerRequestHugeTimeoutDoesNotExpireAtOnce) {
         EXPECT_EQ(-1, a->conn_result.load());
         ASSERT_EQ(0, n.e().peer_request(b, ad.data(), ad.size(), u8("b"), 1, u8("a"), 1, 5000));
         EXPECT_TRUE(pump_until(n.e(), [&] {
-            return state_of(a) == VIP_STATE_CONNECTED && state_of(b) == VIP_STATE_CONNECTED;
+            return state_of(a) == NICFW_VI_CONNECTED && state_of(b) == NICFW_VI_CONNECTED;
         })) << "timeout " << timeout;
     }
 }
 
 TEST(Engine, PeerRequestReliabilityMismatch) {
     Nic n;
-    Vi* a = n.vi(VIP_SERVICE_UNRELIABLE);
-    Vi* b = n.vi(VIP_SERVICE_RELIABLE_DELIVERY);
+    Vi* a = n.vi(NICFW_REL_UNRELIABLE);
+    Vi* b = n.vi(NICFW_REL_RELIABLE_DELIVERY);
     auto ad = addr_of(n.e());
     ASSERT_EQ(0, n.e().peer_request(a, ad.data(), ad.size(), u8("a"), 1, u8("b"), 1, 2000));
     ASSERT_EQ(0, n.e().peer_request(b, ad.data(), ad.size(), u8("b"), 1, u8("a"), 1, 2000));
     ASSERT_TRUE(pump_until(n.e(), [&] { return a->conn_result.load() != -1 || b->conn_result.load() != -1; }));
     int ra = a->conn_result.load(), rb = b->conn_result.load();
-    EXPECT_TRUE(ra == VIP_INVALID_RELIABILITY_LEVEL || rb == VIP_INVALID_RELIABILITY_LEVEL) << ra << " " << rb;
-    EXPECT_NE(VIP_STATE_CONNECTED, state_of(a));
-    EXPECT_NE(VIP_STATE_CONNECTED, state_of(b));
+    EXPECT_TRUE(ra == NICFW_R_RELIABILITY || rb == NICFW_R_RELIABILITY) << ra << " " << rb;
+    EXPECT_NE(NICFW_VI_CONNECTED, state_of(a));
+    EXPECT_NE(NICFW_VI_CONNECTED, state_of(b));
 }
 
 TEST(Engine, PeerRequestBadAddress) {
@@ -228,7 +228,7 @@ TEST(Engine, PeerRequestBadAddress) {
     auto bad = ad;
     bad[20] ^= 1;
     EXPECT_EQ(-EHOSTUNREACH, n.e().peer_request(a, bad.data(), bad.size(), u8("a"), 1, u8("b"), 1, 100));
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(a));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(a));
 }
 
 // ---------------------------------------------------------------- data path
@@ -243,10 +243,10 @@ TEST(Engine, SendReceiveStatusAndLength) {
         post_send(n.e(), p.a, m.sd, n.memh);
         ASSERT_TRUE(wait_done(n.e(), m.rd)) << len;
         ASSERT_TRUE(wait_done(n.e(), m.sd)) << len;
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_SEND), status_of(m.sd)) << len;
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(m.rd)) << len;
-        EXPECT_EQ(len, m.sd->CS.Length);
-        EXPECT_EQ(len, m.rd->CS.Length);
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_SEND), status_of(m.sd)) << len;
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(m.rd)) << len;
+        EXPECT_EQ(len, m.sd->cs.length);
+        EXPECT_EQ(len, m.rd->cs.length);
         EXPECT_TRUE(check_pattern(m.dst, len, len)) << len;
         for (uint32_t i = len; i < len + 10; i++) ASSERT_EQ(0xEE, m.dst[i]) << "overrun at " << i;
     }
@@ -262,15 +262,15 @@ TEST(Engine, ImmediateData) {
     Pair p(n);
     for (uint32_t len : {0u, 17u, 20000u}) {
         Msg m = prepare(n, len, len + 1, 3);
-        init_desc(m.sd, 1, VIP_CONTROL_OP_SENDRECV | VIP_CONTROL_IMMEDIATE, 0xC0FFEE00u + len);
+        init_desc(m.sd, 1, NICFW_DC_OP_SEND | NICFW_DC_IMMEDIATE, 0xC0FFEE00u + len);
         set_seg(m.sd, 0, m.src, n.memh, len);
         post_recv(n.e(), p.b, m.rd, n.memh);
         post_send(n.e(), p.a, m.sd, n.memh);
         ASSERT_TRUE(wait_done(n.e(), m.rd));
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_IMMEDIATE),
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE | NICFW_DS_IMMEDIATE),
                   status_of(m.rd));
-        EXPECT_EQ(0xC0FFEE00u + len, m.rd->CS.ImmediateData);
-        EXPECT_EQ(len, m.rd->CS.Length);
+        EXPECT_EQ(0xC0FFEE00u + len, m.rd->cs.imm);
+        EXPECT_EQ(len, m.rd->cs.length);
     }
 }
 
@@ -282,7 +282,7 @@ TEST(Engine, GatherScatterMultipleSegments) {
     const uint32_t total = 32001;
     std::vector<uint8_t> whole(total);
     fill_pattern(whole.data(), total, 77);
-    VIP_DESCRIPTOR* sd = n.desc(5);
+    nicfw_desc* sd = n.desc(5);
     init_desc(sd, 5);
     uint32_t off = 0;
     for (uint32_t i = 0; i < 5; i++) {
@@ -294,7 +294,7 @@ TEST(Engine, GatherScatterMultipleSegments) {
     // Receive: 4 segments of 7, 10000, 0, 30000 bytes.
     const uint32_t rl[] = {7, 10000, 0, 30000};
     uint8_t* r[4];
-    VIP_DESCRIPTOR* rd = n.desc(4);
+    nicfw_desc* rd = n.desc(4);
     init_desc(rd, 4);
     for (uint32_t i = 0; i < 4; i++) {
         r[i] = n.alloc(rl[i] ? rl[i] : 1);
@@ -304,9 +304,9 @@ TEST(Engine, GatherScatterMultipleSegments) {
     post_send(n.e(), p.a, sd, n.memh);
     ASSERT_TRUE(wait_done(n.e(), rd));
     ASSERT_TRUE(wait_done(n.e(), sd));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_SEND), status_of(sd));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(rd));
-    EXPECT_EQ(total, rd->CS.Length);
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_SEND), status_of(sd));
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(rd));
+    EXPECT_EQ(total, rd->cs.length);
     std::vector<uint8_t> got;
     got.insert(got.end(), r[0], r[0] + 7);
     got.insert(got.end(), r[1], r[1] + 10000);
@@ -325,7 +325,7 @@ TEST(Engine, ManyMessagesInOrderWithBackPressure) {
     for (int i = 0; i < kMsgs; i++) ms.push_back(prepare(n, kLen, kLen, 1000 + i));
     for (auto& m : ms) post_recv(n.e(), p.b, m.rd, n.memh);
     for (auto& m : ms) {
-        m.sd->CS.Status = 0;
+        m.sd->cs.status = 0;
         nicfw_doorbell db{reinterpret_cast<uint64_t>(m.sd), n.memh,
                           static_cast<uint16_t>(NICFW_VI_INDEX(p.a->id)), NICFW_SENDQ};
         n.e().ring(db);  // all rung before any step
@@ -333,7 +333,7 @@ TEST(Engine, ManyMessagesInOrderWithBackPressure) {
     ASSERT_TRUE(wait_done(n.e(), ms.back().rd, 10000));
     for (int i = 0; i < kMsgs; i++) {
         ASSERT_TRUE(is_done(ms[i].sd)) << i;
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(ms[i].rd)) << i;
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(ms[i].rd)) << i;
         EXPECT_TRUE(check_pattern(ms[i].dst, kLen, 1000 + i)) << i;
     }
 }
@@ -345,8 +345,8 @@ TEST(Engine, SixteenMegabyteMessage) {
     post_recv(n.e(), p.b, m.rd, n.memh);
     post_send(n.e(), p.a, m.sd, n.memh);
     ASSERT_TRUE(wait_done(n.e(), m.rd, 20000));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(m.rd));
-    EXPECT_EQ(NICFW_MAX_TRANSFER, m.rd->CS.Length);
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(m.rd));
+    EXPECT_EQ(NICFW_MAX_TRANSFER, m.rd->cs.length);
     EXPECT_EQ(0, memcmp(m.src, m.dst, NICFW_MAX_TRANSFER));
 }
 
@@ -356,7 +356,7 @@ TEST(Engine, CompletionQueueEntries) {
     Cq* rcq = n.e().create_cq(8, reinterpret_cast<void*>(0x5D));
     ASSERT_NE(nullptr, scq);
     ASSERT_NE(nullptr, rcq);
-    Pair p(n, VIP_SERVICE_UNRELIABLE, scq, rcq);
+    Pair p(n, NICFW_REL_UNRELIABLE, scq, rcq);
     EXPECT_EQ(-EBUSY, n.e().destroy_cq(scq));
     for (int i = 0; i < 3; i++) {
         Msg m = prepare(n, 100, 100, i);
@@ -412,32 +412,32 @@ TEST(Engine, UnreliableNoReceiveDescriptorDrops) {
     post_send(n.e(), p.a, m.sd, n.memh);
     ASSERT_TRUE(wait_done(n.e(), m.sd));
     pump_until(n.e(), [] { return false; }, 5);
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_SEND), status_of(m.sd));
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_SEND), status_of(m.sd));
     EXPECT_EQ(drops + 1, n.e().status()->nic.drops);
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(p.a));
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(p.b));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(p.a));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(p.b));
     // The next message with a descriptor arrives normally.
     Msg m2 = prepare(n, 600, 600, 2);
     post_recv(n.e(), p.b, m2.rd, n.memh);
     post_send(n.e(), p.a, m2.sd, n.memh);
     ASSERT_TRUE(wait_done(n.e(), m2.rd));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(m2.rd));
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(m2.rd));
     EXPECT_TRUE(check_pattern(m2.dst, 600, 2));
 }
 
 TEST(Engine, ReliableNoReceiveDescriptorBreaksConnection) {
     Nic n;
-    Pair p(n, VIP_SERVICE_RELIABLE_DELIVERY);
+    Pair p(n, NICFW_REL_RELIABLE_DELIVERY);
     Msg m = prepare(n, 500, 500, 1);
     post_send(n.e(), p.a, m.sd, n.memh);
     ASSERT_TRUE(pump_until(n.e(), [&] {
-        return state_of(p.a) == VIP_STATE_ERROR && state_of(p.b) == VIP_STATE_ERROR;
+        return state_of(p.a) == NICFW_VI_ERROR && state_of(p.b) == NICFW_VI_ERROR;
     })) << state_of(p.a) << " " << state_of(p.b);
 }
 
 TEST(Engine, ReliableReceptionCompletesSendAfterPlacement) {
     Nic n;
-    Pair p(n, VIP_SERVICE_RELIABLE_RECEPTION);
+    Pair p(n, NICFW_REL_RELIABLE_RECEPTION);
     std::vector<Msg> ms;
     for (int i = 0; i < 5; i++) ms.push_back(prepare(n, 1000 * (i + 1), 5000, i));
     for (auto& m : ms) post_recv(n.e(), p.b, m.rd, n.memh);
@@ -449,8 +449,8 @@ TEST(Engine, ReliableReceptionCompletesSendAfterPlacement) {
     }));
     for (int i = 0; i < 5; i++) {
         EXPECT_TRUE(is_done(ms[i].rd));
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_SEND), status_of(ms[i].sd));
-        EXPECT_EQ(1000u * (i + 1), ms[i].sd->CS.Length);
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_SEND), status_of(ms[i].sd));
+        EXPECT_EQ(1000u * (i + 1), ms[i].sd->cs.length);
         EXPECT_TRUE(check_pattern(ms[i].dst, 1000 * (i + 1), i));
     }
     EXPECT_TRUE(p.a->pending.empty());
@@ -462,7 +462,7 @@ TEST(Engine, SendOnIdleViIsFlushed) {
     Msg m = prepare(n, 10, 10, 0);
     post_send(n.e(), v, m.sd, n.memh);
     ASSERT_TRUE(wait_done(n.e(), m.sd));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_DESC_FLUSHED_ERROR), status_of(m.sd));
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_FLUSHED), status_of(m.sd));
 }
 
 TEST(Engine, DoorbellQueueOverflowInline) {
@@ -471,9 +471,9 @@ TEST(Engine, DoorbellQueueOverflowInline) {
     Nic n(Progress::kInline, 2 << 20);
     Vi* v = n.vi();
     const uint32_t kN = NICFW_DOORBELL_ENTRIES + 500;
-    VIP_DESCRIPTOR* ds = n.alloc<VIP_DESCRIPTOR>(kN * 64);
+    nicfw_desc* ds = n.alloc<nicfw_desc>(kN * 64);
     for (uint32_t i = 0; i < kN; i++) {
-        VIP_DESCRIPTOR* d = reinterpret_cast<VIP_DESCRIPTOR*>(reinterpret_cast<uint8_t*>(ds) + i * 64);
+        nicfw_desc* d = reinterpret_cast<nicfw_desc*>(reinterpret_cast<uint8_t*>(ds) + i * 64);
         init_desc(d, 0);
         nicfw_doorbell db{reinterpret_cast<uint64_t>(d), n.memh, static_cast<uint16_t>(NICFW_VI_INDEX(v->id)),
                           NICFW_SENDQ};
@@ -481,8 +481,8 @@ TEST(Engine, DoorbellQueueOverflowInline) {
     }
     n.e().progress();
     for (uint32_t i = 0; i < kN; i++) {
-        VIP_DESCRIPTOR* d = reinterpret_cast<VIP_DESCRIPTOR*>(reinterpret_cast<uint8_t*>(ds) + i * 64);
-        ASSERT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_DESC_FLUSHED_ERROR), status_of(d)) << i;
+        nicfw_desc* d = reinterpret_cast<nicfw_desc*>(reinterpret_cast<uint8_t*>(ds) + i * 64);
+        ASSERT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_FLUSHED), status_of(d)) << i;
     }
 }
 
@@ -506,7 +506,7 @@ TEST_F(ClientServer, ListenAcceptConnects) {
     Listener* l = n.e().listen(u8("svc"), 3);
     ASSERT_NE(nullptr, l);
     ASSERT_EQ(0, n.e().connect_request(client, ad.data(), ad.size(), u8("svc"), 3, u8("me"), 2));
-    EXPECT_EQ(VIP_STATE_CONNECT_PENDING, state_of(client));
+    EXPECT_EQ(NICFW_VI_CONNECT_PENDING, state_of(client));
     ASSERT_TRUE(pump_until(n.e(), [&] { return l->matched.load(); }));
     ConnRequest req;
     ASSERT_TRUE(n.e().unlisten(l, &req));
@@ -514,13 +514,13 @@ TEST_F(ClientServer, ListenAcceptConnects) {
     // The server learns the client's own discriminator (its VipConnectWait RemoteAddr).
     EXPECT_EQ(std::vector<uint8_t>(u8("me"), u8("me") + 2), req.disc);
     EXPECT_EQ(ad, req.addr);
-    EXPECT_EQ(VIP_SERVICE_UNRELIABLE, req.reliability);
+    EXPECT_EQ(NICFW_REL_UNRELIABLE, req.reliability);
     EXPECT_EQ(NICFW_MAX_TRANSFER, req.max_transfer);
     ASSERT_EQ(0, n.e().accept(req, server));
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(server));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(server));
     ASSERT_TRUE(result(client));
-    EXPECT_EQ(VIP_SUCCESS, client->conn_result.load());
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(client));
+    EXPECT_EQ(NICFW_R_OK, client->conn_result.load());
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(client));
     EXPECT_EQ(server->id, client->remote_vi);
     EXPECT_EQ(client->id, server->remote_vi);
     // Data both ways.
@@ -544,30 +544,30 @@ TEST_F(ClientServer, Reject) {
     ASSERT_TRUE(n.e().unlisten(l, &req));
     EXPECT_EQ(0, n.e().reject(req));
     ASSERT_TRUE(result(client));
-    EXPECT_EQ(VIP_REJECT, client->conn_result.load());
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(client));
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(server));
+    EXPECT_EQ(NICFW_R_REJECTED, client->conn_result.load());
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(client));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(server));
 }
 
 TEST_F(ClientServer, NoMatchWhenNobodyListens) {
     ASSERT_EQ(0, n.e().connect_request(client, ad.data(), ad.size(), u8("none"), 4));
     ASSERT_TRUE(result(client));
-    EXPECT_EQ(VIP_NO_MATCH, client->conn_result.load());
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(client));
+    EXPECT_EQ(NICFW_R_NO_MATCH, client->conn_result.load());
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(client));
 }
 
 TEST_F(ClientServer, NoMatchOnOtherDiscriminator) {
     Listener* l = n.e().listen(u8("svc"), 3);
     ASSERT_EQ(0, n.e().connect_request(client, ad.data(), ad.size(), u8("sv"), 2));
     ASSERT_TRUE(result(client));
-    EXPECT_EQ(VIP_NO_MATCH, client->conn_result.load());
+    EXPECT_EQ(NICFW_R_NO_MATCH, client->conn_result.load());
     ConnRequest req;
     EXPECT_FALSE(n.e().unlisten(l, &req));
     // After unlisten nobody waits on "svc" either.
     client->conn_result.store(-1);
     ASSERT_EQ(0, n.e().connect_request(client, ad.data(), ad.size(), u8("svc"), 3));
     ASSERT_TRUE(result(client));
-    EXPECT_EQ(VIP_NO_MATCH, client->conn_result.load());
+    EXPECT_EQ(NICFW_R_NO_MATCH, client->conn_result.load());
 }
 
 TEST_F(ClientServer, ListenerMatchesOnlyOnce) {
@@ -577,54 +577,54 @@ TEST_F(ClientServer, ListenerMatchesOnlyOnce) {
     ASSERT_TRUE(pump_until(n.e(), [&] { return l->matched.load(); }));
     ASSERT_EQ(0, n.e().connect_request(client2, ad.data(), ad.size(), u8("svc"), 3));
     ASSERT_TRUE(result(client2));
-    EXPECT_EQ(VIP_NO_MATCH, client2->conn_result.load());
+    EXPECT_EQ(NICFW_R_NO_MATCH, client2->conn_result.load());
     ConnRequest req;
     ASSERT_TRUE(n.e().unlisten(l, &req));
     EXPECT_EQ(client->id, req.client_vi);
 }
 
 TEST_F(ClientServer, AcceptChecks) {
-    Vi* rel = n.vi(VIP_SERVICE_RELIABLE_DELIVERY);
+    Vi* rel = n.vi(NICFW_REL_RELIABLE_DELIVERY);
     Listener* l = n.e().listen(u8("svc"), 3);
     ASSERT_EQ(0, n.e().connect_request(client, ad.data(), ad.size(), u8("svc"), 3));
     ASSERT_TRUE(pump_until(n.e(), [&] { return l->matched.load(); }));
     ConnRequest req;
     ASSERT_TRUE(n.e().unlisten(l, &req));
     EXPECT_EQ(-EPROTO, n.e().accept(req, rel));  // reliability differs
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(rel));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(rel));
     ASSERT_EQ(0, n.e().accept(req, server));
     EXPECT_EQ(-EBUSY, n.e().accept(req, server));  // already connected
     ASSERT_TRUE(result(client));
-    EXPECT_EQ(VIP_SUCCESS, client->conn_result.load());
+    EXPECT_EQ(NICFW_R_OK, client->conn_result.load());
 }
 
 TEST_F(ClientServer, CancelThenLateAcceptDisconnectsServer) {
     Listener* l = n.e().listen(u8("svc"), 3);
     ASSERT_EQ(0, n.e().connect_request(client, ad.data(), ad.size(), u8("svc"), 3));
     n.e().connect_cancel(client);
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(client));
-    EXPECT_EQ(VIP_TIMEOUT, client->conn_result.load());
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(client));
+    EXPECT_EQ(NICFW_R_TIMEOUT, client->conn_result.load());
     ASSERT_TRUE(pump_until(n.e(), [&] { return l->matched.load(); }));
     ConnRequest req;
     ASSERT_TRUE(n.e().unlisten(l, &req));
     ASSERT_EQ(0, n.e().accept(req, server));
     // The client no longer wants it: the server's VI must not stay half-connected.
-    ASSERT_TRUE(pump_until(n.e(), [&] { return state_of(server) == VIP_STATE_ERROR; }))
+    ASSERT_TRUE(pump_until(n.e(), [&] { return state_of(server) == NICFW_VI_ERROR; }))
         << state_of(server);
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(client));
-    EXPECT_EQ(VIP_TIMEOUT, client->conn_result.load());
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(client));
+    EXPECT_EQ(NICFW_R_TIMEOUT, client->conn_result.load());
     // Cancel on an idle VI does nothing.
     n.e().connect_cancel(client);
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(client));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(client));
 }
 
 TEST_F(ClientServer, DisconnectWhilePendingCancels) {
     ASSERT_EQ(0, n.e().connect_request(client, ad.data(), ad.size(), u8("zzz"), 3));
     EXPECT_EQ(0, n.e().disconnect(client));
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(client));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(client));
     EXPECT_NE(-1, client->conn_result.load());
     pump_until(n.e(), [] { return false; }, 5);  // the NOMATCH that follows is ignored
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(client));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(client));
 }
 
 TEST(EngineClientServer, AcrossTwoEngines) {
@@ -642,9 +642,9 @@ TEST(EngineClientServer, AcrossTwoEngines) {
     EXPECT_EQ(0, sn.e().accept(req, server));
     ASSERT_TRUE(pump_until({&cn.e(), &sn.e()}, [&] { return client->conn_result.load() != -1; }, 2000))
         << "client never got an answer";
-    EXPECT_EQ(VIP_SUCCESS, client->conn_result.load());
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(client));
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(server));
+    EXPECT_EQ(NICFW_R_OK, client->conn_result.load());
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(client));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(server));
 }
 
 TEST(EngineClientServer, NoMatchAcrossTwoEngines) {
@@ -654,7 +654,7 @@ TEST(EngineClientServer, NoMatchAcrossTwoEngines) {
     ASSERT_EQ(0, cn.e().connect_request(client, sad.data(), sad.size(), u8("nobody"), 6));
     ASSERT_TRUE(pump_until({&cn.e(), &sn.e()}, [&] { return client->conn_result.load() != -1; }, 2000))
         << "client never got an answer";
-    EXPECT_EQ(VIP_NO_MATCH, client->conn_result.load());
+    EXPECT_EQ(NICFW_R_NO_MATCH, client->conn_result.load());
 }
 
 // ---------------------------------------------------------------- disconnect, destroy
@@ -667,27 +667,27 @@ TEST(Engine, DisconnectMovesPeerToErrorAndFlushes) {
     Msg ma = prepare(n, 10, 10, 9);
     post_recv(n.e(), p.a, ma.rd, n.memh);
     ASSERT_EQ(0, n.e().disconnect(p.a));
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(p.a));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(p.a));
     // The disconnecting side's own receives are flushed at once.
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_DESC_FLUSHED_ERROR),
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE | NICFW_DS_FLUSHED),
               status_of(ma.rd));
-    ASSERT_TRUE(pump_until(n.e(), [&] { return state_of(p.b) == VIP_STATE_ERROR; }));
+    ASSERT_TRUE(pump_until(n.e(), [&] { return state_of(p.b) == NICFW_VI_ERROR; }));
     for (auto& m : ms)
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_DESC_FLUSHED_ERROR),
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE | NICFW_DS_FLUSHED),
                   status_of(m.rd));
     // Receives posted in the error state are flushed too.
     Msg late = prepare(n, 10, 10, 4);
     post_recv(n.e(), p.b, late.rd, n.memh);
     ASSERT_TRUE(wait_done(n.e(), late.rd));
-    EXPECT_TRUE(status_of(late.rd) & VIP_STATUS_DESC_FLUSHED_ERROR);
+    EXPECT_TRUE(status_of(late.rd) & NICFW_DS_FLUSHED);
     // Sends on either side are flushed.
     Msg s = prepare(n, 10, 10, 5);
     post_send(n.e(), p.b, s.sd, n.memh);
     ASSERT_TRUE(wait_done(n.e(), s.sd));
-    EXPECT_TRUE(status_of(s.sd) & VIP_STATUS_DESC_FLUSHED_ERROR);
+    EXPECT_TRUE(status_of(s.sd) & NICFW_DS_FLUSHED);
     // Both can be destroyed now; the error VI goes back to idle with disconnect.
     EXPECT_EQ(0, n.e().disconnect(p.b));
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(p.b));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(p.b));
     EXPECT_EQ(0, n.e().destroy_vi(p.a));
     EXPECT_EQ(0, n.e().destroy_vi(p.b));
 }
@@ -699,7 +699,7 @@ TEST(Engine, DisconnectFlushesQueuedSends) {
     std::vector<Msg> ms;
     for (int i = 0; i < 8; i++) ms.push_back(prepare(n, 200000, 1, i));
     for (auto& m : ms) {
-        m.sd->CS.Status = 0;
+        m.sd->cs.status = 0;
         nicfw_doorbell db{reinterpret_cast<uint64_t>(m.sd), n.memh,
                           static_cast<uint16_t>(NICFW_VI_INDEX(p.a->id)), NICFW_SENDQ};
         n.e().ring(db);
@@ -710,7 +710,7 @@ TEST(Engine, DisconnectFlushesQueuedSends) {
     int flushed = 0;
     for (auto& m : ms) {
         ASSERT_TRUE(is_done(m.sd));
-        if (status_of(m.sd) & VIP_STATUS_DESC_FLUSHED_ERROR) flushed++;
+        if (status_of(m.sd) & NICFW_DS_FLUSHED) flushed++;
     }
     EXPECT_GT(flushed, 0);
     EXPECT_TRUE(p.a->sq.empty());
@@ -728,7 +728,7 @@ TEST(Engine, DestroyViRefusals) {
     ASSERT_EQ(0, n.e().peer_request(c, ad.data(), ad.size(), u8("q"), 1, u8("r"), 1, 10000));
     EXPECT_EQ(-EBUSY, n.e().destroy_vi(c));
     ASSERT_EQ(0, n.e().disconnect(c));
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(c));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(c));
     // Queued receive on an idle VI.
     Msg m = prepare(n, 10, 10, 0);
     post_recv(n.e(), c, m.rd, n.memh);
@@ -737,7 +737,7 @@ TEST(Engine, DestroyViRefusals) {
     EXPECT_EQ(1u, c->rq.size());
     // Disconnecting an idle VI flushes its queues; then it can go.
     ASSERT_EQ(0, n.e().disconnect(c));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_DESC_FLUSHED_ERROR),
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE | NICFW_DS_FLUSHED),
               status_of(m.rd));
     EXPECT_EQ(0, n.e().destroy_vi(c));
 }
@@ -746,7 +746,7 @@ TEST(Engine, DestroyViWithQueuedReceiveAfterDisconnectRefused) {
     Nic n;
     Pair p(n);
     ASSERT_EQ(0, n.e().disconnect(p.a));
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(p.a));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(p.a));
     Msg m = prepare(n, 10, 10, 0);
     post_recv(n.e(), p.a, m.rd, n.memh);  // idle (not error): the receive is queued
     EXPECT_FALSE(is_done(m.rd));
@@ -762,31 +762,31 @@ TEST(Engine, PeerEngineDestroyedFailsConnection) {
     Msg m = prepare(n1, 10, 10, 0);
     post_recv(n1.e(), a, m.rd, n1.memh);
     n2.reset();
-    ASSERT_TRUE(pump_until(n1.e(), [&] { return state_of(a) == VIP_STATE_ERROR; }));
+    ASSERT_TRUE(pump_until(n1.e(), [&] { return state_of(a) == NICFW_VI_ERROR; }));
     ASSERT_TRUE(wait_done(n1.e(), m.rd));
-    EXPECT_TRUE(status_of(m.rd) & VIP_STATUS_DESC_FLUSHED_ERROR);
+    EXPECT_TRUE(status_of(m.rd) & NICFW_DS_FLUSHED);
 }
 
 TEST(Engine, ErrorHandlerToldOfConnectionLoss) {
     Nic n;
     struct Seen {
         int count = 0;
-        VIP_ERROR_CODE code{};
-        VIP_RESOURCE_CODE res{};
+        nicfw_async_code code{};
+        nicfw_async_resource res{};
         void* vi = nullptr;
     } seen;
-    n.e().set_error_handler(&seen, [](void* ctx, VIP_ERROR_DESCRIPTOR* e) {
+    n.e().set_error_handler(&seen, [](void* ctx, const nicfw_async_event* e) {
         auto* s = static_cast<Seen*>(ctx);
         s->count++;
-        s->code = e->ErrorCode;
-        s->res = e->ResourceCode;
-        s->vi = e->ViHandle;
+        s->code = static_cast<nicfw_async_code>(e->code);
+        s->res = static_cast<nicfw_async_resource>(e->resource);
+        s->vi = e->vi_context;
     });
     Pair p(n);
     ASSERT_EQ(0, n.e().disconnect(p.a));
     ASSERT_TRUE(pump_until(n.e(), [&] { return seen.count > 0; }));
-    EXPECT_EQ(VIP_ERROR_CONN_LOST, seen.code);
-    EXPECT_EQ(VIP_RESOURCE_VI, seen.res);
+    EXPECT_EQ(NICFW_AE_CONN_LOST, seen.code);
+    EXPECT_EQ(NICFW_RES_VI, seen.res);
     EXPECT_EQ(&p.b_user, seen.vi);
 }
 
@@ -805,9 +805,9 @@ TEST(EngineThread, SendReceive) {
         post_send(n.e(), a, m.sd, n.memh);
         ASSERT_TRUE(wait_done(n.e(), m.rd)) << len;
         ASSERT_TRUE(wait_done(n.e(), m.sd)) << len;
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(m.rd));
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_SEND), status_of(m.sd));
-        EXPECT_EQ(len, m.rd->CS.Length);
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(m.rd));
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_SEND), status_of(m.sd));
+        EXPECT_EQ(len, m.rd->cs.length);
         EXPECT_TRUE(check_pattern(m.dst, len, len + 1));
     }
 }
@@ -816,7 +816,7 @@ TEST(EngineThread, ManyMessagesWithControlCallsInterleaved) {
     Nic n(Progress::kThread, 8 << 20);
     Cq* rcq = n.e().create_cq(1024, nullptr);
     Vi* a = n.vi();
-    Vi* b = n.vi(VIP_SERVICE_UNRELIABLE, nullptr, rcq);
+    Vi* b = n.vi(NICFW_REL_UNRELIABLE, nullptr, rcq);
     ASSERT_TRUE(connect_peers(n.e(), a, n.e(), b, "ma", "mb"));
     const int kMsgs = 200;
     std::vector<Msg> ms;
@@ -833,7 +833,7 @@ TEST(EngineThread, ManyMessagesWithControlCallsInterleaved) {
     ASSERT_TRUE(wait_done(n.e(), ms.back().rd, 10000));
     for (int i = 0; i < kMsgs; i++) {
         ASSERT_TRUE(is_done(ms[i].rd));
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(ms[i].rd));
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(ms[i].rd));
         EXPECT_TRUE(check_pattern(ms[i].dst, 3000, i)) << i;
     }
     // The firmware thread stores a descriptor's DONE before it pushes the CQ entry (a
@@ -852,8 +852,8 @@ TEST(EngineThread, DisconnectFlushesPeer) {
     post_recv(n.e(), b, m.rd, n.memh);
     ASSERT_EQ(0, n.e().disconnect(a));
     ASSERT_TRUE(wait_done(n.e(), m.rd));
-    EXPECT_TRUE(status_of(m.rd) & VIP_STATUS_DESC_FLUSHED_ERROR);
-    EXPECT_EQ(VIP_STATE_ERROR, state_of(b));
+    EXPECT_TRUE(status_of(m.rd) & NICFW_DS_FLUSHED);
+    EXPECT_EQ(NICFW_VI_ERROR, state_of(b));
 }
 
 }  // namespace

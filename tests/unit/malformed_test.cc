@@ -95,11 +95,11 @@ struct Malformed : ::testing::Test {
         h.msg_len = kFixed + 2;
         h.seq = 1;
         uint64_t end = now_ms() + 5000;
-        while (state_of(v) != VIP_STATE_CONNECTED && now_ms() < end) {
+        while (state_of(v) != NICFW_VI_CONNECTED && now_ms() < end) {
             send_frame(h, &pl, h.msg_len);
             step(8);
         }
-        ASSERT_EQ(VIP_STATE_CONNECTED, state_of(v));
+        ASSERT_EQ(NICFW_VI_CONNECTED, state_of(v));
         ASSERT_EQ(kFakeVi, v->remote_vi);
     }
 
@@ -131,19 +131,19 @@ struct Malformed : ::testing::Test {
         uint8_t* src = n.alloc(20000);
         uint8_t* dst = n.alloc(20000);
         fill_pattern(src, 20000, 1234);
-        VIP_DESCRIPTOR* sd = n.desc(1);
-        VIP_DESCRIPTOR* rd = n.desc(1);
-        init_desc(sd, 1, VIP_CONTROL_OP_SENDRECV | VIP_CONTROL_IMMEDIATE, 77);
+        nicfw_desc* sd = n.desc(1);
+        nicfw_desc* rd = n.desc(1);
+        init_desc(sd, 1, NICFW_DC_OP_SEND | NICFW_DC_IMMEDIATE, 77);
         set_seg(sd, 0, src, n.memh, 20000);
         init_desc(rd, 1);
         set_seg(rd, 0, dst, n.memh, 20000);
         post_recv(n.e(), y, rd, n.memh);
         post_send(n.e(), x, sd, n.memh);
         ASSERT_TRUE(pump_until(n.e(), [&] { return is_done(rd) && is_done(sd); }));
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_IMMEDIATE),
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE | NICFW_DS_IMMEDIATE),
                   status_of(rd));
-        EXPECT_EQ(20000u, rd->CS.Length);
-        EXPECT_EQ(77u, rd->CS.ImmediateData);
+        EXPECT_EQ(20000u, rd->cs.length);
+        EXPECT_EQ(77u, rd->cs.imm);
         EXPECT_TRUE(check_pattern(dst, 20000, 1234));
     }
 };
@@ -166,7 +166,7 @@ struct Guarded {
     }
     uint32_t cap;
     uint8_t* base;
-    VIP_DESCRIPTOR* d;
+    nicfw_desc* d;
 };
 
 TEST_F(Malformed, TruncatedFrames) {
@@ -255,8 +255,8 @@ TEST_F(Malformed, DataToMissingStaleOrUnconnectedVis) {
     data(v, 100, 0, 100, NICFW_FF_LAST, 100, 0x42);
     settle();
     ASSERT_TRUE(is_done(g.d));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(g.d));
-    EXPECT_EQ(100u, g.d->CS.Length);
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(g.d));
+    EXPECT_EQ(100u, g.d->cs.length);
     for (int i = 0; i < 100; i++) ASSERT_EQ(0x42, g.buf()[i]);
     EXPECT_TRUE(g.guards_intact());
     expect_engine_works();
@@ -290,7 +290,7 @@ TEST_F(Malformed, DataFieldRanges) {
     EXPECT_FALSE(is_done(g.d));
     EXPECT_TRUE(g.guards_intact());
     for (uint32_t i = 0; i < 8192; i++) ASSERT_EQ(0xC3, g.buf()[i]) << i;
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(v));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(v));
 }
 
 TEST_F(Malformed, InconsistentFragments) {
@@ -318,8 +318,8 @@ TEST_F(Malformed, InconsistentFragments) {
     data(v, 300, 0, 300, NICFW_FF_LAST, 300, 0x03);
     settle();
     ASSERT_TRUE(is_done(g1.d));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE), status_of(g1.d));
-    EXPECT_EQ(300u, g1.d->CS.Length);
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE), status_of(g1.d));
+    EXPECT_EQ(300u, g1.d->cs.length);
     for (int i = 0; i < 300; i++) ASSERT_EQ(0x03, g1.buf()[i]);
     EXPECT_EQ(d0 + 4, drops());
 
@@ -346,16 +346,16 @@ TEST_F(Malformed, InconsistentFragments) {
     data(v, 2000, 1000, 1000, NICFW_FF_LAST, 1000, 0x07);
     settle();
     ASSERT_TRUE(is_done(g4.d));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_LENGTH_ERROR),
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE | NICFW_DS_LENGTH_ERROR),
               status_of(g4.d));
     for (Guarded* g : {&g1, &g2, &g3, &g4}) EXPECT_TRUE(g->guards_intact());
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(v));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(v));
     // No receive descriptor left: an unreliable VI drops the message.
     uint64_t d1 = drops();
     data(v, 10, 0, 10, NICFW_FF_LAST, 10);
     settle();
     EXPECT_EQ(d1 + 1, drops());
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(v));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(v));
     expect_engine_works();
 }
 
@@ -372,7 +372,7 @@ TEST_F(Malformed, OverlappingAndRepeatedFragmentsStayInBuffer) {
     data(v, 1000, 1000, 0, NICFW_FF_LAST, 0, 0x50);
     settle();
     EXPECT_TRUE(g.guards_intact());
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(v));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(v));
 }
 
 TEST_F(Malformed, ControlPayloadChecks) {
@@ -384,7 +384,7 @@ TEST_F(Malformed, ControlPayloadChecks) {
     for (uint8_t type : {uint8_t{NICFW_F_CONN_REQ}, uint8_t{NICFW_F_CONN_ACCEPT}, uint8_t{NICFW_F_PEER_REQ},
                          uint8_t{NICFW_F_PEER_ACK}}) {
         nicfw_conn_payload pl{};
-        pl.reliability = VIP_SERVICE_UNRELIABLE;
+        pl.reliability = NICFW_REL_UNRELIABLE;
         // Discriminator lengths over the maximum.
         constexpr uint16_t kMax = NICFW_MAX_DISCRIMINATOR;
         for (auto lens : {std::pair<uint16_t, uint16_t>{kMax + 1, 0}, {0, kMax + 1}, {kMax, kMax + 1},
@@ -426,7 +426,7 @@ TEST_F(Malformed, ControlPayloadChecks) {
     }
     settle();
     EXPECT_EQ(d0 + count, drops());
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(v));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(v));
     expect_engine_works();
 }
 
@@ -437,7 +437,7 @@ TEST_F(Malformed, ForgedControlFramesDoNotDisturbOthers) {
     ASSERT_TRUE(connect_peers(n.e(), x, n.e(), y, "fx", "fy"));
     for (uint8_t type = NICFW_F_CONN_REQ; type <= NICFW_F_TYPE_MAX; type++) {
         nicfw_conn_payload pl{};
-        pl.reliability = VIP_SERVICE_UNRELIABLE;
+        pl.reliability = NICFW_REL_UNRELIABLE;
         pl.src_disc_len = 2;
         pl.dst_disc_len = 2;
         memcpy(pl.disc, "fyfx", 4);
@@ -449,8 +449,8 @@ TEST_F(Malformed, ForgedControlFramesDoNotDisturbOthers) {
         }
     }
     settle();
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(x));
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(y));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(x));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(y));
     EXPECT_EQ(y->id, x->remote_vi);
     EXPECT_EQ(x->id, y->remote_vi);
 }
@@ -477,7 +477,7 @@ using RawPeer = Malformed;
 // Sends from v until its link to the raw side is full (the raw side is not reading).
 static void fill_link_to_raw(Malformed& t, Vi* v) {
     for (int i = 0; i < 80; i++) {
-        VIP_DESCRIPTOR* d = t.n.desc(1);
+        nicfw_desc* d = t.n.desc(1);
         init_desc(d, 1);
         set_seg(d, 0, t.n.alloc(16), t.n.memh, 16);
         post_send(t.n.e(), v, d, t.n.memh);
@@ -506,7 +506,7 @@ static int64_t last_ack(Malformed& t, uint32_t vi_id) {
 }
 
 TEST_F(RawPeer, AckCountsPlacedMessages) {
-    Vi* v = n.vi(VIP_SERVICE_RELIABLE_RECEPTION);
+    Vi* v = n.vi(NICFW_REL_RELIABLE_RECEPTION);
     connect_fake(v);
     settle();
     std::vector<Guarded> gs;
@@ -527,7 +527,7 @@ TEST_F(RawPeer, AckCountsPlacedMessages) {
 TEST_F(RawPeer, StaleAcksNotCarriedIntoNewConnection) {
     // Messages placed on an old connection must not be acknowledged on a new one: the
     // new peer would complete sends whose data was never placed.
-    Vi* v = n.vi(VIP_SERVICE_RELIABLE_RECEPTION);
+    Vi* v = n.vi(NICFW_REL_RELIABLE_RECEPTION);
     connect_fake(v);
     settle();
     std::vector<Guarded> gs;
@@ -541,7 +541,7 @@ TEST_F(RawPeer, StaleAcksNotCarriedIntoNewConnection) {
     for (int i = 0; i < 10; i++) n.e().progress();  // placed; the ACK cannot leave
     for (auto& g : gs) ASSERT_TRUE(is_done(g.d));
     ASSERT_EQ(0, n.e().disconnect(v));
-    EXPECT_EQ(VIP_STATE_IDLE, state_of(v));
+    EXPECT_EQ(NICFW_VI_IDLE, state_of(v));
     settle();  // the raw side reads everything again
     // A new connection (same pretend peer, new connection), one message.
     connect_fake(v);
@@ -557,7 +557,7 @@ TEST_F(RawPeer, StaleAcksNotCarriedIntoNewConnection) {
 TEST_F(RawPeer, DestroyViWithAckPending) {
     // A VI that owes an ACK (link full) is disconnected and destroyed; the engine must
     // not touch it afterwards (run under AddressSanitizer to see a use after free).
-    Vi* v = n.vi(VIP_SERVICE_RELIABLE_RECEPTION);
+    Vi* v = n.vi(NICFW_REL_RELIABLE_RECEPTION);
     connect_fake(v);
     settle();
     Guarded g(n, 64);
@@ -581,12 +581,12 @@ TEST_F(RawPeer, NewMessageOverUnfinishedOneOnReliableVi) {
     // the old one with a partial error, which breaks the connection (one CONN_LOST). The
     // receive queue was not empty, so no RECVQ_EMPTY error may be reported.
     struct Seen {
-        std::vector<VIP_ERROR_CODE> codes;
+        std::vector<nicfw_async_code> codes;
     } seen;
-    n.e().set_error_handler(&seen, [](void* ctx, VIP_ERROR_DESCRIPTOR* e) {
-        static_cast<Seen*>(ctx)->codes.push_back(e->ErrorCode);
+    n.e().set_error_handler(&seen, [](void* ctx, const nicfw_async_event* e) {
+        static_cast<Seen*>(ctx)->codes.push_back(static_cast<nicfw_async_code>(e->code));
     });
-    Vi* v = n.vi(VIP_SERVICE_RELIABLE_DELIVERY);
+    Vi* v = n.vi(NICFW_REL_RELIABLE_DELIVERY);
     connect_fake(v);
     settle();
     Guarded g1(n, 1000), g2(n, 1000);
@@ -596,15 +596,15 @@ TEST_F(RawPeer, NewMessageOverUnfinishedOneOnReliableVi) {
     data(v, 50, 0, 50, NICFW_FF_LAST, 50, 0x02, 1);   // message 2 starts
     settle();
     ASSERT_TRUE(is_done(g1.d));
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_PARTIAL_ERROR),
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_DONE | NICFW_DS_OP_RECEIVE | NICFW_DS_PARTIAL_ERROR),
               status_of(g1.d));
-    EXPECT_EQ(VIP_STATE_ERROR, state_of(v));
+    EXPECT_EQ(NICFW_VI_ERROR, state_of(v));
     ASSERT_TRUE(is_done(g2.d));
-    EXPECT_TRUE(status_of(g2.d) & VIP_STATUS_DESC_FLUSHED_ERROR);
+    EXPECT_TRUE(status_of(g2.d) & NICFW_DS_FLUSHED);
     int conn_lost = 0, recvq_empty = 0;
     for (auto c : seen.codes) {
-        conn_lost += c == VIP_ERROR_CONN_LOST;
-        recvq_empty += c == VIP_ERROR_RECVQ_EMPTY;
+        conn_lost += c == NICFW_AE_CONN_LOST;
+        recvq_empty += c == NICFW_AE_RECVQ_EMPTY;
     }
     EXPECT_EQ(1, conn_lost);
     EXPECT_EQ(0, recvq_empty) << "spurious RECVQ_EMPTY after the connection broke";
@@ -667,7 +667,7 @@ TEST_F(Malformed, RandomFrames) {
                     memcpy(&pl, f.data() + kHdr, kFixed);
                     pl.src_disc_len = static_cast<uint16_t>(r(3) ? r(8) : r(80));
                     pl.dst_disc_len = static_cast<uint16_t>(r(3) ? r(8) : r(80));
-                    pl.reliability = static_cast<uint16_t>(r(2) ? VIP_SERVICE_UNRELIABLE : r(8));
+                    pl.reliability = static_cast<uint16_t>(r(2) ? NICFW_REL_UNRELIABLE : r(8));
                     memcpy(f.data() + kHdr, &pl, kFixed);
                 }
             }
@@ -694,12 +694,12 @@ TEST_F(Malformed, RandomFrames) {
     EXPECT_GT(drops(), d0);
     EXPECT_GT(completed, 0) << "no random frame ever reached the receive path";
     // The engine's own connected pair was never disturbed by the stranger's frames.
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(x));
-    EXPECT_EQ(VIP_STATE_CONNECTED, state_of(y));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(x));
+    EXPECT_EQ(NICFW_VI_CONNECTED, state_of(y));
     expect_engine_works();
     // Nothing the stranger sent may break the pretend connection (no DISCONNECT from its
     // peer VI was sent, and errors on an unreliable VI do not break it) ...
-    ASSERT_EQ(VIP_STATE_CONNECTED, state_of(v));
+    ASSERT_EQ(NICFW_VI_CONNECTED, state_of(v));
     // ... and it still receives a well-formed message.
     {
         settle();
@@ -711,10 +711,10 @@ TEST_F(Malformed, RandomFrames) {
         settle();
         bool landed = false;
         for (auto& old : gs)
-            if (is_done(old.d) && (status_of(old.d) & VIP_STATUS_ERROR_MASK) == 0 && old.d->CS.Length == 64 &&
+            if (is_done(old.d) && (status_of(old.d) & NICFW_DS_ERROR_MASK) == 0 && old.d->cs.length == 64 &&
                 old.buf()[0] == 0x99)
                 landed = true;
-        if (is_done(g.d) && g.d->CS.Length == 64 && g.buf()[0] == 0x99) landed = true;
+        if (is_done(g.d) && g.d->cs.length == 64 && g.buf()[0] == 0x99) landed = true;
         EXPECT_TRUE(landed);
     }
 }

@@ -83,7 +83,7 @@ TEST(MemTable, StaleHandleAfterRemoveAndReuseIsRefused) {
     EXPECT_EQ(nullptr, t->find(h1));
     EXPECT_NE(nullptr, t->find(h2));
     // The stale handle names nothing, even for an address inside the new region.
-    EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_PROTECTION_ERROR), t->check(h1, 0x8000, 16, kPtag));
+    EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_PROTECTION_ERROR), t->check(h1, 0x8000, 16, kPtag));
     EXPECT_EQ(0u, t->check(h2, 0x8000, 16, kPtag));
     EXPECT_FALSE(t->probe(h1, 0x8000, 16));
     EXPECT_TRUE(t->probe(h2, 0x8000, 16));
@@ -120,7 +120,7 @@ TEST(MemTable, IndexZeroNeverValid) {
     for (uint32_t gen = 0; gen < 4; gen++) {
         uint32_t h0 = NICFW_MEMH_MAKE(0, gen);
         EXPECT_EQ(nullptr, t->find(h0));
-        EXPECT_EQ(static_cast<uint32_t>(VIP_STATUS_PROTECTION_ERROR), t->check(h0, 0, 1, kPtag));
+        EXPECT_EQ(static_cast<uint32_t>(NICFW_DS_PROTECTION_ERROR), t->check(h0, 0, 1, kPtag));
         EXPECT_FALSE(t->probe(h0, 0, 1));
     }
     EXPECT_EQ(nullptr, t->find(0));
@@ -136,7 +136,7 @@ TEST(MemTable, CheckRanges) {
     const uint64_t base = 0x40000, len = 0x1000;
     uint32_t h = 0;
     ASSERT_EQ(0, t->add(base, len, kPtag, false, false, &h));
-    const uint32_t kProt = VIP_STATUS_PROTECTION_ERROR;
+    const uint32_t kProt = NICFW_DS_PROTECTION_ERROR;
     // Inside.
     EXPECT_EQ(0u, t->check(h, base + 100, 200, kPtag));
     EXPECT_EQ(0u, t->check(h, base, 1, kPtag));
@@ -228,7 +228,7 @@ TEST(MemTable, FullTableIsENOSPCAndRecovers) {
 }
 
 // ---------------------------------------------------------------- WorkQueue
-VIP_DESCRIPTOR* fake_desc(uintptr_t i) { return reinterpret_cast<VIP_DESCRIPTOR*>(i * 64 + 64); }
+nicfw_desc* fake_desc(uintptr_t i) { return reinterpret_cast<nicfw_desc*>(i * 64 + 64); }
 
 TEST(WorkQueue, FifoOrder) {
     WorkQueue q(16);

@@ -433,12 +433,12 @@ TEST(ShmPeersEngine, DisconnectedPeerLinkIsReleased) {
         ASSERT_TRUE(sn.e().unlisten(l, &req));
         ASSERT_EQ(0, sn.e().accept(req, server));
         ASSERT_TRUE(unit::pump_until({&cn.e(), &sn.e()}, [&] { return client->conn_result.load() != -1; }));
-        ASSERT_EQ(VIP_SUCCESS, client->conn_result.load());
+        ASSERT_EQ(NICFW_R_OK, client->conn_result.load());
         EXPECT_TRUE(unit::pump_until({&cn.e(), &sn.e()}, [&] { return sn.e().status()->peers == 1; }));
         EXPECT_GT(lane_maps(), maps0);
         // Both NICs stay open; once the VIs are idle nothing refers to the peers.
         ASSERT_EQ(0, cn.e().disconnect(client));
-        ASSERT_TRUE(unit::pump_until({&cn.e(), &sn.e()}, [&] { return unit::state_of(server) == VIP_STATE_ERROR; }));
+        ASSERT_TRUE(unit::pump_until({&cn.e(), &sn.e()}, [&] { return unit::state_of(server) == NICFW_VI_ERROR; }));
         ASSERT_EQ(0, sn.e().disconnect(server));
         EXPECT_TRUE(unit::pump_until({&cn.e(), &sn.e()},
                                      [&] {

@@ -493,14 +493,14 @@ TEST(UdpTransport, TxBatchHoldsPostsUntilABatchOrAPoll) {
     ASSERT_TRUE(unit::connect_peers(a.e(), va, b.e(), vb, "tb-a", "tb-b"));
     Transport& wire = a.e().transport();
     ASSERT_EQ(0u, wire.tx_queued());
-    std::vector<VIP_DESCRIPTOR*> rds, sds;
+    std::vector<nicfw_desc*> rds, sds;
     for (int i = 0; i < 7; i++) {
-        VIP_DESCRIPTOR* rd = b.desc(1);
+        nicfw_desc* rd = b.desc(1);
         unit::init_desc(rd, 1);
         unit::set_seg(rd, 0, b.alloc(64), b.memh, 64);
         unit::post_recv(b.e(), vb, rd, b.memh);
         rds.push_back(rd);
-        VIP_DESCRIPTOR* sd = a.desc(1);
+        nicfw_desc* sd = a.desc(1);
         unit::init_desc(sd, 1);
         unit::set_seg(sd, 0, a.alloc(64), a.memh, 8);
         sds.push_back(sd);
@@ -528,7 +528,7 @@ TEST(UdpTransport, TxBatchHoldsPostsUntilABatchOrAPoll) {
     while (wire.tx_queued() != 0 && now_ms() < end) std::this_thread::sleep_for(std::chrono::microseconds(200));
     EXPECT_EQ(0u, wire.tx_queued()) << "held frames not sent without a call";
     EXPECT_TRUE(arrived(7));
-    for (int i = 0; i < 7; i++) EXPECT_EQ(8u, rds[size_t(i)]->CS.Length) << i;
+    for (int i = 0; i < 7; i++) EXPECT_EQ(8u, rds[size_t(i)]->cs.length) << i;
 }
 
 // Reliable VIs on a lossy wire share an ACK across a dense one-way stream (messages
@@ -539,17 +539,17 @@ TEST(UdpTransport, LoneReliableMessageIsAcknowledgedInTheStepThatPlacesIt) {
     cfg.device = "udp:addr=127.0.0.1,local=wire";
     unit::Nic a(cfg), b(cfg);
     ASSERT_TRUE(a.eng && b.eng);
-    Vi* va = a.vi(VIP_SERVICE_RELIABLE_DELIVERY);
-    Vi* vb = b.vi(VIP_SERVICE_RELIABLE_DELIVERY);
+    Vi* va = a.vi(NICFW_REL_RELIABLE_DELIVERY);
+    Vi* vb = b.vi(NICFW_REL_RELIABLE_DELIVERY);
     ASSERT_TRUE(unit::connect_peers(a.e(), va, b.e(), vb, "lone-a", "lone-b"));
     ASSERT_TRUE(vb->rel_proto) << "udp is a lossy wire: reliable VIs retransmit";
     const nicfw_status_page* st = b.e().status();  // ACK frames count in the NIC's counters only
     for (int i = 0; i < 3; i++) {
-        VIP_DESCRIPTOR* rd = b.desc(1);
+        nicfw_desc* rd = b.desc(1);
         unit::init_desc(rd, 1);
         unit::set_seg(rd, 0, b.alloc(64), b.memh, 64);
         unit::post_recv(b.e(), vb, rd, b.memh);
-        VIP_DESCRIPTOR* sd = a.desc(1);
+        nicfw_desc* sd = a.desc(1);
         unit::init_desc(sd, 1);
         unit::set_seg(sd, 0, a.alloc(64), a.memh, 8);
         const uint64_t acks_before = st->nic.tx_frames;
@@ -557,7 +557,7 @@ TEST(UdpTransport, LoneReliableMessageIsAcknowledgedInTheStepThatPlacesIt) {
         ASSERT_TRUE(unit::wait_done(b.e(), rd, 2000)) << "message " << i;
         EXPECT_EQ(acks_before + 1, st->nic.tx_frames) << "message " << i << ": its ACK was held";
         EXPECT_TRUE(unit::wait_done(a.e(), sd, 2000)) << "message " << i << ": send not completed by the ACK";
-        EXPECT_EQ(VIP_STATUS_DONE, unit::status_of(sd) & ~VIP_STATUS_OP_MASK) << i;
+        EXPECT_EQ(NICFW_DS_DONE, unit::status_of(sd) & ~NICFW_DS_OP_MASK) << i;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));  // alone: far apart
     }
 }

@@ -19,7 +19,6 @@
 
 #include "nicfw/abi.h"
 #include "nicfw/engine.h"
-#include "vipl.h"
 
 namespace unit {
 
@@ -46,51 +45,51 @@ struct Buffer {
 };
 
 // Data segments live right after the control segment, whatever their count (the
-// VIP_DESCRIPTOR type only declares two).
-inline VIP_DESCRIPTOR_SEGMENT* segs(VIP_DESCRIPTOR* d) {
-    return reinterpret_cast<VIP_DESCRIPTOR_SEGMENT*>(reinterpret_cast<uint8_t*>(d) +
-                                                     sizeof(VIP_CONTROL_SEGMENT));
+// nicfw_desc type only declares two).
+inline nicfw_desc_seg* segs(nicfw_desc* d) {
+    return reinterpret_cast<nicfw_desc_seg*>(reinterpret_cast<uint8_t*>(d) +
+                                                     sizeof(nicfw_desc_ctrl));
 }
 inline size_t desc_bytes(uint32_t nsegs) {
-    return sizeof(VIP_CONTROL_SEGMENT) + nsegs * sizeof(VIP_DESCRIPTOR_SEGMENT);
+    return sizeof(nicfw_desc_ctrl) + nsegs * sizeof(nicfw_desc_seg);
 }
 
-inline void set_seg(VIP_DESCRIPTOR* d, uint32_t i, const void* addr, uint32_t memh, uint32_t len) {
-    VIP_DESCRIPTOR_SEGMENT* s = segs(d) + i;
+inline void set_seg(nicfw_desc* d, uint32_t i, const void* addr, uint32_t memh, uint32_t len) {
+    nicfw_desc_seg* s = segs(d) + i;
     std::memset(s, 0, sizeof *s);
-    s->Local.Data.Address = const_cast<void*>(addr);
-    s->Local.Handle = memh;
-    s->Local.Length = len;
+    s->addr = reinterpret_cast<uint64_t>(addr);
+    s->memh = memh;
+    s->len = len;
 }
 
 // Control segment for a send/receive with nsegs segments.
-inline void init_desc(VIP_DESCRIPTOR* d, uint16_t nsegs, uint16_t control = VIP_CONTROL_OP_SENDRECV,
+inline void init_desc(nicfw_desc* d, uint16_t nsegs, uint16_t control = NICFW_DC_OP_SEND,
                       uint32_t imm = 0) {
-    std::memset(&d->CS, 0, sizeof d->CS);
-    d->CS.SegCount = nsegs;
-    d->CS.Control = control;
-    d->CS.ImmediateData = imm;
+    std::memset(&d->cs, 0, sizeof d->cs);
+    d->cs.seg_count = nsegs;
+    d->cs.control = control;
+    d->cs.imm = imm;
 }
 
-inline uint32_t status_of(const VIP_DESCRIPTOR* d) {
-    return __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE);
+inline uint32_t status_of(const nicfw_desc* d) {
+    return __atomic_load_n(&d->cs.status, __ATOMIC_ACQUIRE);
 }
-inline bool is_done(const VIP_DESCRIPTOR* d) { return status_of(d) & VIP_STATUS_DONE; }
+inline bool is_done(const nicfw_desc* d) { return status_of(d) & NICFW_DS_DONE; }
 
 // What vipl's post() does after its own checks: status cleared, doorbell rung, and
 // (inline) for a send the post's step, so it leaves now (or joins a txbatch batch).
-inline void ring(Engine& e, Vi* vi, VIP_DESCRIPTOR* d, uint32_t memh, uint16_t queue) {
-    d->CS.Status = 0;
+inline void ring(Engine& e, Vi* vi, nicfw_desc* d, uint32_t memh, uint16_t queue) {
+    d->cs.status = 0;
     nicfw_doorbell db{reinterpret_cast<uint64_t>(d), memh,
                       static_cast<uint16_t>(NICFW_VI_INDEX(vi->id)), queue};
     e.ring(db);
     if (e.progress_mode() == Progress::kInline && queue == NICFW_SENDQ) e.post_progress();
     else if (e.progress_mode() == Progress::kInline) e.progress();
 }
-inline void post_send(Engine& e, Vi* vi, VIP_DESCRIPTOR* d, uint32_t memh) {
+inline void post_send(Engine& e, Vi* vi, nicfw_desc* d, uint32_t memh) {
     ring(e, vi, d, memh, NICFW_SENDQ);
 }
-inline void post_recv(Engine& e, Vi* vi, VIP_DESCRIPTOR* d, uint32_t memh) {
+inline void post_recv(Engine& e, Vi* vi, nicfw_desc* d, uint32_t memh) {
     ring(e, vi, d, memh, NICFW_RECVQ);
 }
 
@@ -120,14 +119,14 @@ inline bool pump_until(const std::vector<Engine*>& engines, const std::function<
 inline bool pump_until(Engine& e, const std::function<bool()>& pred, uint64_t timeout_ms = 5000) {
     return pump_until(std::vector<Engine*>{&e}, pred, timeout_ms);
 }
-inline bool wait_done(Engine& e, const VIP_DESCRIPTOR* d, uint64_t timeout_ms = 5000) {
+inline bool wait_done(Engine& e, const nicfw_desc* d, uint64_t timeout_ms = 5000) {
     return pump_until(e, [d] { return is_done(d); }, timeout_ms);
 }
 
 inline uint32_t state_of(const Vi* vi) { return vi->state.load(std::memory_order_acquire); }
 
 // Default attributes for a VI under ptag.
-inline ViAttrs attrs(uint32_t ptag, uint16_t rel = VIP_SERVICE_UNRELIABLE,
+inline ViAttrs attrs(uint32_t ptag, uint16_t rel = NICFW_REL_UNRELIABLE,
                      uint32_t max_transfer = NICFW_MAX_TRANSFER) {
     ViAttrs a;
     a.reliability = rel;
@@ -155,11 +154,11 @@ inline ::testing::AssertionResult connect_peers(Engine& ea, Vi* a, Engine& eb, V
     std::vector<Engine*> engines{&ea};
     if (&ea != &eb) engines.push_back(&eb);
     bool ok = pump_until(engines, [&] {
-        return state_of(a) == VIP_STATE_CONNECTED && state_of(b) == VIP_STATE_CONNECTED;
+        return state_of(a) == NICFW_VI_CONNECTED && state_of(b) == NICFW_VI_CONNECTED;
     });
     if (!ok)
         return ::testing::AssertionFailure() << "states " << state_of(a) << "/" << state_of(b);
-    if (a->conn_result.load() != VIP_SUCCESS || b->conn_result.load() != VIP_SUCCESS)
+    if (a->conn_result.load() != NICFW_R_OK || b->conn_result.load() != NICFW_R_OK)
         return ::testing::AssertionFailure() << "conn_result " << a->conn_result.load() << "/"
                                              << b->conn_result.load();
     if (a->remote_vi != b->id || b->remote_vi != a->id)
@@ -185,7 +184,7 @@ struct Nic {
         return cfg;
     }
     Engine& e() { return *eng; }
-    Vi* vi(uint16_t rel = VIP_SERVICE_UNRELIABLE, Cq* scq = nullptr, Cq* rcq = nullptr,
+    Vi* vi(uint16_t rel = NICFW_REL_UNRELIABLE, Cq* scq = nullptr, Cq* rcq = nullptr,
            void* user = nullptr, uint32_t max_transfer = NICFW_MAX_TRANSFER) {
         Vi* v = nullptr;
         EXPECT_EQ(0, eng->create_vi(attrs(ptag, rel, max_transfer), scq, rcq, user, &v));
@@ -202,7 +201,7 @@ struct Nic {
         used = off + n;
         return reinterpret_cast<T*>(buf.p + off);
     }
-    VIP_DESCRIPTOR* desc(uint32_t nsegs = 2) { return alloc<VIP_DESCRIPTOR>(desc_bytes(nsegs)); }
+    nicfw_desc* desc(uint32_t nsegs = 2) { return alloc<nicfw_desc>(desc_bytes(nsegs)); }
 
     std::unique_ptr<Engine> eng;
     uint32_t ptag = 0;

@@ -107,15 +107,7 @@ struct NicInfo {
     std::vector<ViInfo> vis;  // every VI in use, shown or not
 };
 
-const char* state_name(uint32_t s) {
-    switch (s) {
-        case 0: return "IDLE";
-        case 1: return "CONNECTED";
-        case 2: return "CONNECT_PENDING";
-        case 3: return "ERROR";
-        default: return "UNKNOWN";
-    }
-}
+const char* state_name(uint32_t s) { return nicfw_vi_state_name(s); }
 
 const char* reliability_name(uint16_t r) {
     switch (r) {

@@ -58,8 +58,9 @@ VIPL_API VIP_RETURN VipConnectRequest(VIP_VI_HANDLE h, VIP_NET_ADDRESS* local, V
         vi->nic->eng->connect_cancel(vi->dev);
         r = vi->dev->conn_result.load(std::memory_order_acquire);  // it may have just arrived
     }
-    if (r == VIP_SUCCESS && remote_attrs) fill_attrs(vi->dev->remote, remote_attrs);
-    return static_cast<VIP_RETURN>(r);
+    const VIP_RETURN rr = connect_return(r);
+    if (rr == VIP_SUCCESS && remote_attrs) fill_attrs(vi->dev->remote, remote_attrs);
+    return rr;
 }
 
 namespace {
@@ -241,8 +242,9 @@ VIP_RETURN peer_done(ViObj* vi, VIP_VI_ATTRIBUTES* remote_attrs) {
             return VIP_NOT_DONE;
         return VIP_INVALID_STATE;  // no peer request outstanding
     }
-    if (r == VIP_SUCCESS && remote_attrs) fill_attrs(vi->dev->remote, remote_attrs);
-    return static_cast<VIP_RETURN>(r);
+    const VIP_RETURN rr = connect_return(r);
+    if (rr == VIP_SUCCESS && remote_attrs) fill_attrs(vi->dev->remote, remote_attrs);
+    return rr;
 }
 }  // namespace
 

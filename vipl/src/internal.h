@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "device.h"
 #include "handles.h"
 #include "nicfw/engine.h"
 #include "vipl.h"

@@ -166,7 +166,7 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
     }
     auto* nic = new (std::nothrow) NicObj();
     if (!nic) return VIP_ERROR_RESOURCE;
-    // The handle exists before the engine, which puts it in error descriptors; it finds
+    // The handle exists before the engine, whose errors name it (deliver_error); it finds
     // nothing until the NIC is complete (attach below).
     {
         std::lock_guard<std::mutex> g(Handles::lock());
@@ -177,7 +177,6 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
         return VIP_ERROR_RESOURCE;
     }
     cfg.device = name;
-    cfg.nic_user = handle_of<void*>(nic->handle);
     std::string why;
     int rc = nicfw::Engine::create(cfg, &nic->eng, &why);
     if (rc < 0) {
@@ -368,8 +367,9 @@ constexpr int kCbDepth = 8;
 thread_local const NicObj* tl_in_cb[kCbDepth];
 thread_local int tl_cb_n = 0;
 
-void deliver_error(void* ctx, VIP_ERROR_DESCRIPTOR* ed) {
+void deliver_error(void* ctx, const nicfw_async_event* ev) {
     auto* nic = static_cast<NicObj*>(ctx);
+    VIP_ERROR_DESCRIPTOR ed = error_descriptor(handle_of<VIP_NIC_HANDLE>(nic->handle), *ev);
     VIP_PVOID uctx;
     VIP_ERROR_HANDLER_FN fn;
     {
@@ -380,7 +380,7 @@ void deliver_error(void* ctx, VIP_ERROR_DESCRIPTOR* ed) {
     if (!fn) return;
     const bool pushed = tl_cb_n < kCbDepth;
     if (pushed) tl_in_cb[tl_cb_n++] = nic;
-    fn(uctx, ed);
+    fn(uctx, &ed);
     if (pushed) tl_cb_n--;
 }
 }  // namespace

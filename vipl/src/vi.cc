@@ -68,7 +68,7 @@ VIP_RETURN take_done(DriverQueue& q, VIP_DESCRIPTOR** out) {
     if (!(status & VIP_STATUS_DONE)) {
         // The device may have failed to write this one's status (the program made it
         // read-only or deregistered it after posting): it says so in lost_n.
-        if (q.dev && q.dev->lost_n[q.kind].load(std::memory_order_acquire) != q.lost_seen && q.dev->take_lost(d))
+        if (q.dev && q.dev->lost_n[q.kind].load(std::memory_order_acquire) != q.lost_seen && q.dev->take_lost(device_view(d)))
             [[unlikely]] {
             q.lost_seen++;
             q.head++;

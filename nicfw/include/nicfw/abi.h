@@ -17,7 +17,7 @@ extern "C" {
 
 #define NICFW_ABI_VERSION 3u
 
-/* ---- limits the NIC advertises (VIP_NIC_ATTRIBUTES tells the same) --------------- */
+/* ---- limits the NIC advertises (the driver's NIC attributes tell the same) -------- */
 #define NICFW_MAX_VI 4096u                /* per NIC instance */
 #define NICFW_MAX_DESC_PER_QUEUE 4096u    /* power of two */
 #define NICFW_MAX_SEGMENTS 64u            /* data segments per descriptor */
@@ -40,6 +40,110 @@ extern "C" {
 #define NICFW_VI_INDEX(v) ((v) & 0xFFFFu)
 #define NICFW_VI_GEN(v) ((v) >> 16)
 #define NICFW_VI_MAKE(idx, gen) (((uint32_t)(gen) << 16) | (uint32_t)(idx))
+
+/* ---- descriptors as the device reads them ----------------------------------------
+ * The driver's descriptor (VIA's VIP_DESCRIPTOR) has this layout; vipl/src/device.h
+ * checks every size, offset and constant below against vipl.h at compile time, so the
+ * device never needs the driver's header. All fields are untrusted host memory: the
+ * firmware reads them through nicfw/hostmem.h. */
+typedef struct {
+    uint64_t next;      /* next descriptor (the driver's chain; the device ignores it) */
+    uint32_t next_memh;
+    uint16_t seg_count; /* data or address segments that follow */
+    uint16_t control;   /* NICFW_DC_* */
+    uint32_t reserved;
+    uint32_t imm;       /* immediate data */
+    uint32_t length;    /* written by the device: bytes transferred */
+    uint32_t status;    /* written by the device: NICFW_DS_* */
+} nicfw_desc_ctrl;
+
+typedef struct {
+    uint64_t addr; /* local: host address of the data; remote: the peer's address */
+    uint32_t memh; /* memory handle of the region holding it */
+    uint32_t len;  /* local: bytes; remote: reserved */
+} nicfw_desc_seg;
+
+typedef struct {
+    nicfw_desc_ctrl cs;
+    nicfw_desc_seg ds[2]; /* seg_count of them really: index from the control segment */
+} nicfw_desc;
+
+/* control: the operation and its modifiers */
+#define NICFW_DC_OP_SEND 0x0u
+#define NICFW_DC_OP_RDMA_WRITE 0x1u
+#define NICFW_DC_OP_RDMA_READ 0x2u
+#define NICFW_DC_OP_RESERVED 0x3u
+#define NICFW_DC_OP_MASK 0x3u
+#define NICFW_DC_IMMEDIATE 0x4u
+#define NICFW_DC_QFENCE 0x8u
+#define NICFW_DC_REPLY 0x8000u    /* steering: the message is a reply (a softvia extension) */
+#define NICFW_DC_RESERVED 0xFFF0u /* bits the device refuses, NICFW_DC_REPLY aside */
+
+/* status: what the device writes back (VIA's bit values, so the driver passes them on) */
+#define NICFW_DS_DONE 0x1u
+#define NICFW_DS_FORMAT_ERROR 0x2u
+#define NICFW_DS_PROTECTION_ERROR 0x4u
+#define NICFW_DS_LENGTH_ERROR 0x8u
+#define NICFW_DS_PARTIAL_ERROR 0x10u
+#define NICFW_DS_FLUSHED 0x20u
+#define NICFW_DS_TRANSPORT_ERROR 0x40u
+#define NICFW_DS_RDMA_PROT_ERROR 0x80u
+#define NICFW_DS_REMOTE_DESC_ERROR 0x100u
+#define NICFW_DS_ERROR_MASK 0x1FEu
+#define NICFW_DS_OP_SEND 0x0u
+#define NICFW_DS_OP_RECEIVE 0x10000u
+#define NICFW_DS_OP_RDMA_WRITE 0x20000u
+#define NICFW_DS_OP_REMOTE_RDMA_WRITE 0x30000u
+#define NICFW_DS_OP_RDMA_READ 0x40000u
+#define NICFW_DS_OP_MASK 0x70000u
+#define NICFW_DS_IMMEDIATE 0x80000u
+
+/* ---- VI state and service level (the device's, read by the driver) ---------------- */
+enum nicfw_vi_state {
+    NICFW_VI_IDLE = 0,
+    NICFW_VI_CONNECTED = 1,
+    NICFW_VI_CONNECT_PENDING = 2,
+    NICFW_VI_ERROR = 3
+};
+#define NICFW_REL_UNRELIABLE 0x01u
+#define NICFW_REL_RELIABLE_DELIVERY 0x02u
+#define NICFW_REL_RELIABLE_RECEPTION 0x04u
+
+/* ---- device result of a connection step (Vi::conn_result; the driver names it) ------ */
+enum nicfw_result {
+    NICFW_R_OK = 0,
+    NICFW_R_TIMEOUT = 1,      /* nobody answered in time */
+    NICFW_R_REJECTED = 2,     /* the server rejected the request */
+    NICFW_R_NO_MATCH = 3,     /* nobody waits on that discriminator */
+    NICFW_R_RELIABILITY = 4,  /* the two VIs' service levels differ */
+    NICFW_R_FLUSHED = 5       /* the VI was flushed while the connect was pending */
+};
+
+/* ---- asynchronous errors the device reports (the driver's error callback) --------- */
+enum nicfw_async_code {
+    NICFW_AE_POST_DESC = 0,  /* a posted descriptor could not be processed */
+    NICFW_AE_CONN_LOST,
+    NICFW_AE_RECVQ_EMPTY,
+    NICFW_AE_VI_OVERRUN,
+    NICFW_AE_RDMAW_PROT,
+    NICFW_AE_RDMAW_DATA,
+    NICFW_AE_RDMAW_ABORT,
+    NICFW_AE_RDMAR_PROT,
+    NICFW_AE_COMP_PROT,      /* a completion could not be written */
+    NICFW_AE_RDMA_TRANSPORT,
+    NICFW_AE_CATASTROPHIC
+};
+enum nicfw_async_resource { NICFW_RES_NIC = 0, NICFW_RES_VI, NICFW_RES_CQ, NICFW_RES_DESCRIPTOR };
+
+typedef struct {
+    void *vi_context;   /* the driver's value for the VI (NULL: none) */
+    void *cq_context;   /* the driver's value for the CQ (NULL: none) */
+    uint64_t desc;      /* the descriptor concerned (0: none) */
+    uint32_t resource;  /* enum nicfw_async_resource */
+    uint32_t code;      /* enum nicfw_async_code */
+    uint32_t op;        /* NICFW_DC_OP_* of the descriptor, when there is one */
+    uint32_t reserved;
+} nicfw_async_event;
 
 /* ---- doorbell: what the driver writes to tell the NIC about a posted descriptor ---
  * One per-NIC queue of rung doorbells, so the firmware never scans VIs to find work
@@ -76,9 +180,26 @@ enum nicfw_frame_type {
     NICFW_F_RDMA_WRITE = 10,  /* a fragment of an RDMA write; nicfw_rdma_ext follows the header */
     NICFW_F_READ_REQ = 11,    /* RDMA read request; nicfw_rdma_ext follows (frag_len unused) */
     NICFW_F_READ_RESP = 12,   /* a fragment of RDMA read data; seq = the request's seq */
-    NICFW_F_NAK = 13,         /* the target refused a request: imm = VIP_STATUS_* bits */
+    NICFW_F_NAK = 13,         /* the target refused a request: imm = NICFW_DS_* bits */
     NICFW_F_TYPE_MAX = 13
 };
+
+/* Names for tracing and status readers (softvia-nicinfo, the Wireshark dissector's). */
+static inline const char *nicfw_frame_type_name(unsigned type) {
+    static const char *const names[NICFW_F_TYPE_MAX + 1] = {
+        "?", "DATA", "ACK", "CONN_REQ", "CONN_ACCEPT", "CONN_REJECT", "CONN_NOMATCH",
+        "PEER_REQ", "PEER_ACK", "DISCONNECT", "RDMA_WRITE", "READ_REQ", "READ_RESP", "NAK"};
+    return type <= NICFW_F_TYPE_MAX ? names[type] : "?";
+}
+static inline const char *nicfw_vi_state_name(uint32_t state) {
+    switch (state) {
+        case NICFW_VI_IDLE: return "IDLE";
+        case NICFW_VI_CONNECTED: return "CONNECTED";
+        case NICFW_VI_CONNECT_PENDING: return "CONNECT_PENDING";
+        case NICFW_VI_ERROR: return "ERROR";
+        default: return "UNKNOWN";
+    }
+}
 
 #define NICFW_FF_IMMEDIATE 0x01 /* DATA: imm carries immediate data */
 #define NICFW_FF_LAST 0x02      /* DATA: last fragment of the message */
@@ -111,7 +232,7 @@ typedef struct {
 
 /* Connection control payload (after the header) for CONN_* and PEER_* frames. */
 typedef struct {
-    uint16_t reliability; /* VIP_SERVICE_* */
+    uint16_t reliability; /* NICFW_REL_* */
     uint8_t rdma_write;
     uint8_t rdma_read;
     uint32_t max_transfer;
@@ -138,8 +259,8 @@ typedef struct {
 } nicfw_counters;
 
 typedef struct {
-    uint32_t state;       /* VIP_VI_STATE; 0xFFFFFFFF: slot unused */
-    uint16_t reliability; /* VIP_SERVICE_* */
+    uint32_t state;       /* enum nicfw_vi_state; 0xFFFFFFFF: slot unused */
+    uint16_t reliability; /* NICFW_REL_* */
     uint16_t peer;        /* transport peer index */
     uint32_t remote_vi;
     uint32_t reserved;

@@ -29,7 +29,6 @@
 #include "nicfw/hostmem.h"
 #include "nicfw/memtable.h"
 #include "nicfw/transport.h"
-#include "vipl.h"
 
 namespace softvia::nicfw {
 
@@ -69,21 +68,21 @@ private:
     SpinLock& l_;
 };
 
-// Segment i of a descriptor. VIP_DESCRIPTOR declares DS[2] but programs allocate as
-// many as SegCount says, so index from the control segment, not the declared array.
-inline VIP_DESCRIPTOR_SEGMENT* desc_segment(VIP_DESCRIPTOR* d, uint32_t i) {
-    return reinterpret_cast<VIP_DESCRIPTOR_SEGMENT*>(reinterpret_cast<uint8_t*>(d) + sizeof(VIP_CONTROL_SEGMENT)) + i;
+// Segment i of a descriptor. nicfw_desc declares ds[2] but programs allocate as
+// many as seg_count says, so index from the control segment, not the declared array.
+inline nicfw_desc_seg* desc_segment(nicfw_desc* d, uint32_t i) {
+    return reinterpret_cast<nicfw_desc_seg*>(reinterpret_cast<uint8_t*>(d) + sizeof(nicfw_desc_ctrl)) + i;
 }
 
-// The status op bits of a send-queue descriptor, from its Control (for completions that
+// The status op bits of a send-queue descriptor, from its control (for completions that
 // happen before the descriptor was started, such as a flush). Unreadable: a send.
-inline uint32_t send_op_status(const VIP_DESCRIPTOR* d) {
+inline uint32_t send_op_status(const nicfw_desc* d) {
     uint16_t control = 0;
-    hostmem::load(&d->CS.Control, &control);
-    switch (control & VIP_CONTROL_OP_MASK) {
-        case VIP_CONTROL_OP_RDMAWRITE: return VIP_STATUS_OP_RDMA_WRITE;
-        case VIP_CONTROL_OP_RDMAREAD: return VIP_STATUS_OP_RDMA_READ;
-        default: return VIP_STATUS_OP_SEND;
+    hostmem::load(&d->cs.control, &control);
+    switch (control & NICFW_DC_OP_MASK) {
+        case NICFW_DC_OP_RDMA_WRITE: return NICFW_DS_OP_RDMA_WRITE;
+        case NICFW_DC_OP_RDMA_READ: return NICFW_DS_OP_RDMA_READ;
+        default: return NICFW_DS_OP_SEND;
     }
 }
 
@@ -95,7 +94,7 @@ inline uint32_t send_op_status(const VIP_DESCRIPTOR* d) {
 }
 
 struct WorkItem {
-    VIP_DESCRIPTOR* desc;
+    nicfw_desc* desc;
     uint32_t memh;
 };
 
@@ -169,7 +168,7 @@ struct Listener {
 enum class ConnOp : uint8_t { kNone, kClient, kPeer };
 
 struct ViAttrs {
-    uint16_t reliability = VIP_SERVICE_UNRELIABLE;
+    uint16_t reliability = NICFW_REL_UNRELIABLE;
     uint32_t ptag = 0;
     bool rdma_write = false, rdma_read = false;
     uint32_t max_transfer = 0;
@@ -184,11 +183,11 @@ struct TxEntry {
     enum Kind : uint8_t { kLocal, kAcked, kRead };
     Kind kind = kLocal;  // done at transmit / on ACK / on data
     bool done = false;
-    VIP_DESCRIPTOR* desc = nullptr;
+    nicfw_desc* desc = nullptr;
     uint32_t memh = 0;    // of the region holding desc
     uint32_t status = 0;  // completion status bits once done
     uint32_t len = 0;
-    uint32_t op = 0;      // VIP_STATUS_OP_*
+    uint32_t op = 0;      // NICFW_DS_OP_*
     uint32_t seq = 0;     // the request's sequence number (READ_RESP frames carry it)
     bool resent = false;  // rel_proto: sent more than once (its ACK times nothing: Karn)
     uint64_t sent_ns = 0; // rel_proto: when it was first sent
@@ -281,13 +280,13 @@ struct Vi {
     Cq* rcq = nullptr;
 
     // Connection. state is written by the firmware and read by the driver.
-    std::atomic<uint32_t> state{VIP_STATE_IDLE};
+    std::atomic<uint32_t> state{NICFW_VI_IDLE};
     int peer = -1;
     uint32_t remote_vi = 0;
     ViAttrs remote;  // the peer VI's attributes, learnt at connect
     ConnOp op = ConnOp::kNone;
     uint32_t req_id = 0;
-    std::atomic<int> conn_result{-1};  // VIP_RETURN of the last connect; -1 while pending
+    std::atomic<int> conn_result{-1};  // nicfw_result of the last connect; -1 while pending
     std::vector<uint8_t> local_disc, remote_disc;
     uint64_t deadline_ns = 0, resend_ns = 0;
     uint64_t resend_gap_ns = 0;  // doubles from 1 ms to 64 ms between resends (peer request;
@@ -298,13 +297,13 @@ struct Vi {
     WorkQueue rq_reply;        // steering: receive queue for reply-class messages
     // Completions the device could not write (complete_on: the descriptor was made
     // read-only, or left its region, after it was posted). The driver, whose Done sees
-    // such a descriptor as not done, hands it back with VIP_DESCRIPTOR_ERROR when it heads
+    // such a descriptor as not done, hands it back as an error when it heads
     // its queue (take_lost). lost_n counts them per queue kind (nicfw_queue_kind), so the
     // driver's not-done path looks only after one was added.
     std::atomic<uint32_t> lost_n[3] = {};
     SpinLock lost_lock;
-    std::vector<const VIP_DESCRIPTOR*> lost;  // under lost_lock
-    bool take_lost(const VIP_DESCRIPTOR* d) {
+    std::vector<const nicfw_desc*> lost;  // under lost_lock
+    bool take_lost(const nicfw_desc* d) {
         std::lock_guard<SpinLock> g(lost_lock);
         for (size_t i = 0; i < lost.size(); i++)
             if (lost[i] == d) {
@@ -323,18 +322,18 @@ struct Vi {
     // NAK goes and the connection breaks. Meanwhile nothing more is taken from the peer.
     bool refusing = false;
     uint32_t refuse_status = 0, refuse_seq = 0;
-    VIP_ERROR_CODE refuse_why = VIP_ERROR_RDMAW_PROT;
+    nicfw_async_code refuse_why = NICFW_AE_RDMAW_PROT;
     bool tx_listed = false;
 
     // Send descriptor being transmitted (it may take several frames and steps).
     bool tx_busy = false;
-    uint32_t tx_op = 0;  // VIP_CONTROL_OP_*
+    uint32_t tx_op = 0;  // NICFW_DC_OP_*
     uint32_t tx_len = 0, tx_off = 0, tx_nsegs = 0, tx_seg = 0, tx_seg_off = 0;
     uint64_t tx_raddr = 0;  // RDMA: remote buffer
     uint32_t tx_rmemh = 0;
     uint32_t tx_epoch = 0;  // MemTable::epoch when tx_segs were checked
     uint8_t tx_hflags = 0;  // NICFW_FF_IMMEDIATE / NICFW_FF_REPLY, from its Control
-    uint32_t tx_imm = 0;    // its ImmediateData
+    uint32_t tx_imm = 0;    // its immediate data
     Seg tx_segs[NICFW_MAX_SEGMENTS];
     uint32_t tx_seq = 0;      // sequence number of the next new request
     WorkItem tx_w{};          // the descriptor being transmitted
@@ -399,7 +398,6 @@ struct EngineConfig {
     Progress progress = Progress::kInline;
     std::string faults;  // fault injector spec (fault_transport.h); empty: none
     std::string device = "shm";
-    void* nic_user = nullptr;  // VIP_NIC_HANDLE, for error descriptors
     uint64_t retry_timeout_ms = 5000;  // default of every VI (SOFTVIA_RETRY_TIMEOUT_MS)
     uint32_t tx_batch = 0;  // txbatch=: inline progress holds a post's frames for a batch (post_progress)
 };
@@ -463,7 +461,7 @@ public:
     int set_retry_timeout(Vi* vi, uint64_t ms);
     uint32_t vi_count();
 
-    // Connections. Results arrive in vi->conn_result (VIP_RETURN) and vi->state.
+    // Connections. Results arrive in vi->conn_result (nicfw_result) and vi->state.
     // disc: the server's discriminator (what it waits on); local_disc: the client's own,
     // which the server's VipConnectWait reports as the remote address's discriminator.
     int connect_request(Vi* vi, const uint8_t* addr, size_t alen, const uint8_t* disc, size_t dlen,
@@ -531,7 +529,8 @@ public:
     // driver's VipCloseNic: its waiters must leave before the NIC goes).
     void wake_blocked();
 
-    void set_error_handler(void* ctx, void (*fn)(void*, VIP_ERROR_DESCRIPTOR*));
+    // Asynchronous errors (nicfw_async_event), delivered outside the engine lock.
+    void set_error_handler(void* ctx, void (*fn)(void*, const nicfw_async_event*));
     Vi* vi_by_index(uint32_t idx) { return idx < vis_.size() ? vis_[idx].get() : nullptr; }
 
     // Feeds one frame to the receive path as if it came from transport peer `peer` (a
@@ -581,12 +580,12 @@ private:
     void retire(Vi& vi);
     uint32_t check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host);
     // reg: the region check_desc found for the descriptor (segments in it skip a lookup).
-    uint32_t validate_segments(Vi& vi, VIP_DESCRIPTOR* d, uint32_t first, uint32_t count, Seg* out,
+    uint32_t validate_segments(Vi& vi, nicfw_desc* d, uint32_t first, uint32_t count, Seg* out,
                                uint32_t* total, const WorkItem& w, const Region* reg);
     // Checks w's descriptor and takes one snapshot of its control segment into *cs.
-    uint32_t check_desc(Vi& vi, const WorkItem& w, VIP_CONTROL_SEGMENT* cs, const Region** reg = nullptr);
+    uint32_t check_desc(Vi& vi, const WorkItem& w, nicfw_desc_ctrl* cs, const Region** reg = nullptr);
     // Segments checked earlier, checked again against the memory table as it is now:
-    // 0, or VIP_STATUS_PROTECTION_ERROR if one lost its region (docs/memory-safety.md).
+    // 0, or NICFW_DS_PROTECTION_ERROR if one lost its region (docs/memory-safety.md).
     uint32_t recheck_segs(const Vi& vi, const Seg* segs, uint32_t n);
     void abort_send(Vi& vi, uint32_t status);
     void fail_request(Vi& vi, const WorkItem& w, uint32_t status, uint32_t op);
@@ -637,7 +636,7 @@ private:
 
     // retransmission
     // Reliable VIs retransmit on a wire that can lose frames (docs/reliability.md).
-    bool runs_rel_proto(const ViAttrs& a) const { return a.reliability != VIP_SERVICE_UNRELIABLE && tr_->lossy(); }
+    bool runs_rel_proto(const ViAttrs& a) const { return a.reliability != NICFW_REL_UNRELIABLE && tr_->lossy(); }
     uint64_t rtx_clock();  // nanoseconds, cheap: the per-request timestamps use it
     void go_back(Vi& vi, uint32_t seq);
     void on_gap(Vi& vi, uint32_t seq);
@@ -649,6 +648,12 @@ private:
     void owe_gap_ack(Vi& vi);
 
     // responder
+    struct FrameOp {
+        const char* name;
+        uint32_t min_len;
+        void (Engine::*handle)(const RxFrame&, const nicfw_frame_hdr&);
+    };
+    static const FrameOp kFrameOps[NICFW_F_TYPE_MAX + 1];  // the opcode table (responder.cc)
     void handle_frame(const RxFrame& f);
     void on_data(const RxFrame& f, const nicfw_frame_hdr& h);
     void on_ack(const RxFrame& f, const nicfw_frame_hdr& h);
@@ -664,7 +669,7 @@ private:
     void forget_held(const ConnRequest& req);
     bool begin_receive(Vi& vi, const nicfw_frame_hdr& h);
     void begin_write(Vi& vi, const nicfw_frame_hdr& h, const nicfw_rdma_ext& x);
-    void refuse(Vi& vi, uint32_t status, uint32_t seq, VIP_ERROR_CODE why);
+    void refuse(Vi& vi, uint32_t status, uint32_t seq, nicfw_async_code why);
     void finish_refusal(Vi& vi);
     void finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last);
     void abandon_receive(Vi& vi);
@@ -674,17 +679,17 @@ private:
     [[gnu::always_inline]] void complete(Vi& vi, bool recv, const WorkItem& w, uint32_t status, uint32_t len) {
         complete_on(vi, recv ? NICFW_RECVQ : NICFW_SENDQ, w, status, len);
     }
-    // Writes w's Length and Status (and ImmediateData when imm is given), if its memory is
+    // Writes w's length and status (and imm when given), if its memory is
     // still registered to the VI's protection tag and writable; otherwise the completion
-    // is lost and reported (VIP_ERROR_COMP_PROT).
+    // is lost and reported (NICFW_AE_COMP_PROT).
     void complete_on(Vi& vi, uint32_t queue, const WorkItem& w, uint32_t status, uint32_t len,
                      const uint32_t* imm = nullptr);
     void cq_push(Cq* cq, Vi& vi, uint32_t queue);
     WorkQueue& recv_queue_for(Vi& vi, uint8_t frame_flags) {
         return (vi.steering && (frame_flags & NICFW_FF_REPLY)) ? vi.rq_reply : vi.rq;
     }
-    void flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, VIP_ERROR_CODE why);
-    void raise(Vi* vi, Cq* cq, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE res, VIP_ERROR_CODE code);
+    void flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, nicfw_async_code why);
+    void raise(Vi* vi, Cq* cq, nicfw_desc* d, nicfw_async_resource res, nicfw_async_code code);
     void count_tx(Vi& vi, uint32_t bytes);
 
     EngineConfig cfg_;
@@ -766,10 +771,10 @@ private:
 
     // Asynchronous errors, queued under the lock and delivered outside it.
     SpinLock err_lock_;
-    std::vector<VIP_ERROR_DESCRIPTOR> errors_;
+    std::vector<nicfw_async_event> errors_;
     std::atomic<bool> errors_pending_{false};
     void* err_ctx_ = nullptr;
-    void (*err_fn_)(void*, VIP_ERROR_DESCRIPTOR*) = nullptr;
+    void (*err_fn_)(void*, const nicfw_async_event*) = nullptr;
 
     // Futex word bumped by the firmware thread after productive steps while
     // application threads sleep in block().

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "nicfw/abi.h"
-#include "vipl.h"
 
 namespace softvia::nicfw {
 
@@ -94,9 +93,9 @@ public:
     // ptag; otherwise the VIA status bit for the violation.
     uint32_t check(uint32_t memh, uint64_t addr, uint64_t len, uint32_t ptag) {
         Region* r = find(memh);
-        if (!r) return VIP_STATUS_PROTECTION_ERROR;
-        if (r->ptag != ptag) return VIP_STATUS_PROTECTION_ERROR;
-        return in_range(*r, addr, len) ? 0 : VIP_STATUS_PROTECTION_ERROR;
+        if (!r) return NICFW_DS_PROTECTION_ERROR;
+        if (r->ptag != ptag) return NICFW_DS_PROTECTION_ERROR;
+        return in_range(*r, addr, len) ? 0 : NICFW_DS_PROTECTION_ERROR;
     }
 
     // Driver-side probe, without the engine lock: does memh name a live region that

@@ -1,5 +1,7 @@
-// retransmit.cc -- reliable VIs on a lossy wire: go-back-N retransmission, the
-// retransmit and retry timers, and the receiver's GAP acknowledgements.
+// reliability.cc -- acknowledgements and retransmission, both directions in one place:
+// the receiver's ACKs (owed per VI, held for a reply or a stream, sent one per burst;
+// GAP ACKs after a loss) and the sender's side (applying ACKs, go-back-N resends, the
+// retransmit and retry timers).
 //
 // The sender keeps every request in Vi::pending until the target acknowledges it
 // (cumulative ACK: seq = the next request it expects) or, for an RDMA read, answers it.
@@ -137,14 +139,14 @@ void Engine::on_gap(Vi& vi, uint32_t seq) {
 
 // No progress for the retry timeout: the connection is lost. What was in flight
 // completes with a transport error, the rest is flushed, and the error callback hears
-// VIP_ERROR_CONN_LOST.
+// NICFW_AE_CONN_LOST.
 void Engine::give_up(Vi& vi) {
     for (TxEntry& e : vi.pending) {
         if (e.done) continue;
-        e.status = VIP_STATUS_TRANSPORT_ERROR;
+        e.status = NICFW_DS_TRANSPORT_ERROR;
         e.done = true;
     }
-    flush_vi(vi, VIP_STATE_ERROR, true, VIP_ERROR_CONN_LOST);
+    flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);
 }
 
 bool Engine::rtx_timers() {
@@ -153,7 +155,7 @@ bool Engine::rtx_timers() {
     for (size_t i = 0; i < rtx_timed_.size();) {
         Vi* vi = rtx_timed_[i];
         bool drop = vi->rto_at == 0 || vi->pending.empty() ||
-                    vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED;
+                    vi->state.load(std::memory_order_relaxed) != NICFW_VI_CONNECTED;
         if (!drop && static_cast<int64_t>(now - vi->give_up_at) >= 0) {
             give_up(*vi);
             did = drop = true;
@@ -183,6 +185,119 @@ void Engine::owe_gap_ack(Vi& vi) {
     vi.rx_gap_frames = 0;
     vi.ack_gap = true;
     owe_ack(vi);
+}
+
+// ---------------------------------------------------------------- acknowledgements
+// Both directions: the receiver owes and sends ACKs, the sender applies them.
+
+// The acknowledgements vi owes, now, for every request before next_seq (before a NAK
+// for next_seq, so that ACK does not cover the refused request).
+void Engine::send_ack_now(Vi& vi, uint32_t next_seq) {
+    if (vi.acks_owed == 0) return;
+    nicfw_frame_hdr h = frame_to(vi, NICFW_F_ACK);
+    h.imm = vi.acks_owed;
+    h.seq = next_seq;
+    vi.acks_owed = 0;
+    queue_control(vi.peer, h, nullptr);
+}
+
+// Whether vi's owed ACK may wait for a later step (flush_acks). Request/reply traffic
+// (ack_hold): up to kAckHoldNs for a data frame to carry it. A one-way stream (its
+// messages arrive within kAckDenseNs of each other, and the last one did so just now):
+// up to kAckStreamMsgs messages or kAckStreamNs, so that a receiver answers a stream
+// with one ACK frame per several messages rather than one per step. A message that
+// comes alone, as in send-wait-send, is acknowledged at once.
+bool Engine::hold_ack(const Vi& vi, uint64_t now) {
+    if (vi.ack_hold && vi.acks_owed < kAckHoldMsgs && now - vi.ack_since < kAckHoldNs) return true;
+    return vi.ack_dense && vi.acks_owed < kAckStreamMsgs && now - vi.ack_last_ns < kAckDenseNs &&
+           now - vi.ack_since < kAckStreamNs;
+}
+
+// One ACK per VI per step covers every request placed since the last one (acks_owed),
+// so a burst of receives costs one frame back.
+bool Engine::flush_acks(bool now) {
+    bool did = false;
+    uint64_t clock = 0;  // read once, at the first VI that could hold
+    for (size_t i = 0; i < ack_owed_.size();) {
+        Vi* vi = ack_owed_[i];
+        bool done = vi->state.load(std::memory_order_relaxed) != NICFW_VI_CONNECTED || vi->acks_owed == 0;
+        // A held ACK (hold_ack) waits for a later step. On a wire where a frame costs a
+        // system call (udp or af_packet over veth) a separate ACK ahead of a reply delays
+        // the reply by a whole frame time, and one per step of a stream costs the
+        // receiver a call per few messages. A GAP ACK goes at once. With inline
+        // progress, steps come only with the program's calls: the guard thread sends a
+        // held ACK that no call comes for, and disconnect, close and exit flush (now =
+        // true).
+        if (!done && !now && vi->rel_proto && !vi->ack_gap && hold_ack(*vi, clock ? clock : (clock = rtx_clock()))) {
+            if (cfg_.progress == Progress::kInline) {
+                acks_held_.store(true, std::memory_order_relaxed);
+                start_guard();
+            }
+            i++;
+            continue;
+        }
+        if (!done) {
+            nicfw_frame_hdr* a;
+            if (frame_reserve(vi->peer, 0, &a)) {
+                *a = frame_to(*vi, NICFW_F_ACK);
+                a->imm = vi->acks_owed;
+                a->seq = vi->rx_seq;
+                if (vi->ack_gap) a->flags = NICFW_FF_GAP;
+                frame_commit(vi->peer, a, 0);
+                if (vi->rel_proto && !vi->ack_gap) {
+                    vi->ack_frame_ns = rtx_clock();
+                    if (vi->ack_frame_ns - vi->ack_since >= kAckHoldNs) vi->ack_hold = false;  // no reply came
+                }
+                vi->acks_owed = 0;
+                vi->ack_gap = false;
+                did = done = true;
+            }
+        }
+        if (done) {
+            vi->ack_listed = false;
+            ack_owed_[i] = ack_owed_.back();
+            ack_owed_.pop_back();
+        } else {
+            i++;  // link full: try again next step
+        }
+    }
+    return did;
+}
+
+// ACK: requests before sequence number seq succeeded at the target.
+void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
+    Vi* vi = connected_target(*this, f, h);
+    if (!vi) {
+        bump(status_->nic.drops);
+        return;
+    }
+    apply_ack(*vi, h.seq, (h.flags & NICFW_FF_GAP) != 0);
+}
+
+// An acknowledgement, in an ACK frame or carried by a data frame (NICFW_FF_ACKED).
+void Engine::apply_ack(Vi& vi, uint32_t seq, bool gap) {
+    // Cumulative: seq is the next message the target expects, so everything before it
+    // has been placed (a lost ACK is covered by the next one).
+    // The FIFO is in sequence order: the walk stops at the first request the ACK does not
+    // cover, so a window of 64 costs a stream no more per ACK than a window of 8.
+    uint64_t timed = 0;  // when the newest request this ACK answers was sent, if only once
+    for (TxEntry& e : vi.pending) {
+        if (static_cast<int32_t>(e.seq - seq) >= 0) break;
+        if (e.kind == TxEntry::kAcked && !e.done) {
+            e.done = true;
+            timed = e.resent ? 0 : e.sent_ns;
+        }
+    }
+    retire(vi);
+    if (!vi.rel_proto) return;
+    // Progress restarts the timers; an ACK beyond what we sent is forged and ignored.
+    if (static_cast<int32_t>(seq - vi.snd_acked) > 0 && static_cast<int32_t>(seq - vi.tx_seq) <= 0) {
+        const uint64_t now = rtx_clock();  // one clock read per ACK that moves
+        if (timed && now > timed) rtt_sample(vi, now - timed);
+        vi.snd_acked = seq;
+        tx_progress(vi, now);
+    }
+    if (gap && static_cast<int32_t>(seq - vi.tx_seq) < 0) on_gap(vi, seq);
 }
 
 }  // namespace softvia::nicfw

@@ -354,6 +354,16 @@ static void run_dead(void) {
     REFUSED(sv_shm_call(last, 3, args, &r), ESRCH, "has exited");
     REFUSED(sv_shm_barrier(NULL, NULL), ESRCH, "has exited");
     CHECK(sv_shm_is_alive(last) == 0, "is_alive of the dead");
+    /* The survivors leave together: one that exits while another is still checking would
+     * be a second lost process to it (its first lost rank may then be that one). A count
+     * in the first process's heap, mapped by all and kept mapped after it exits. */
+    long *done = sv_shm_translate(sv_shm_local_rank(0), (uint64_t)(heap + 8192), 8);
+    CHECK(done != NULL, "translate the first process's heap");
+    if (done) {
+        __atomic_add_fetch(done, 1, __ATOMIC_SEQ_CST);
+        const time_t end = time(NULL) + 20;
+        while (__atomic_load_n(done, __ATOMIC_SEQ_CST) < nl - 1 && time(NULL) < end) usleep(1000);
+    }
 }
 
 static void run_config(void) {

@@ -138,7 +138,7 @@ HOT_INLINE void Engine::cq_push(Cq* cq, Vi& vi, uint32_t queue) {
         return;
     }
     cq->entries[prod % cq->entries.size()] =
-        nicfw_cqe{reinterpret_cast<uint64_t>(vi.user), NICFW_VI_INDEX(vi.id), queue};
+        nicfw_cqe{reinterpret_cast<uint64_t>(vi.user), vi.user_context, NICFW_VI_INDEX(vi.id), queue};
     // Release: the driver that sees prod sees the entry.
     cq->prod.store(prod + 1, std::memory_order_release);
 }

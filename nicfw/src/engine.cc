@@ -295,6 +295,11 @@ int Engine::enable_steering(Vi* vi, Cq* reply_cq) {
     return 0;
 }
 
+void Engine::set_vi_context(Vi* vi, uint64_t ctx) {
+    CtlGuard g(lock_, ctl_waiters_);
+    vi->user_context = ctx;
+}
+
 uint32_t Engine::vi_count() {
     CtlGuard g(lock_, ctl_waiters_);
     return vi_live_;

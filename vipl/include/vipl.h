@@ -403,6 +403,15 @@ VIP_RETURN VipExtRecvReplyWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DE
  * only with this never sees new completions in inline mode. */
 VIP_RETURN VipExtCQTake(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEAN *RecvQueue);
 
+/* A word of the program's for a VI (NULL until set), carried by the VI's completion
+ * entries from then on: VipExtCQDoneContext returns it beside the VI handle, so a
+ * consumer with many VIs on one CQ finds its own object without a lookup. Completions
+ * already in the CQ keep the word they were written with. */
+VIP_RETURN VipExtSetViContext(VIP_VI_HANDLE ViHandle, VIP_PVOID Context);
+/* VipCQDone that also returns the VI's context word. */
+VIP_RETURN VipExtCQDoneContext(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEAN *RecvQueue,
+                               VIP_PVOID *Context);
+
 /* Standing listener (client/server connections). VipConnectWait listens only while it
  * runs; a VipExtListen listener stays on its discriminator until VipExtUnlisten, so a
  * request finds it whenever the NIC runs. The NIC holds the first matching request

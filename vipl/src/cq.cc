@@ -44,7 +44,7 @@ VIPL_API VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE h, VIP_ULONG count) {
 }
 
 namespace {
-VIP_RETURN take(CqObj* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+VIP_RETURN take(CqObj* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv, VIP_PVOID* ctx = nullptr) {
     nicfw::Cq* d = cq->dev;
     // An empty CQ (most polls) is seen without taking the lock; a consumer that races
     // us to the last entry is settled under it.
@@ -58,6 +58,7 @@ VIP_RETURN take(CqObj* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
     d->cons.store(cons + 1, std::memory_order_release);
     *vi = handle_of<VIP_VI_HANDLE>(e.vi_context);  // the VI's handle (VipCreateVi)
     *recv = e.recv;  // VIP_FALSE send, VIP_TRUE receive, VIP_EXT_REPLY_QUEUE reply (steering)
+    if (ctx) *ctx = reinterpret_cast<VIP_PVOID>(e.user_context);  // VipExtSetViContext
     return VIP_SUCCESS;
 }
 }  // namespace
@@ -68,6 +69,14 @@ VIPL_API VIP_RETURN VipCQDone(VIP_CQ_HANDLE h, VIP_VI_HANDLE* vi, VIP_BOOLEAN* r
     if (take(cq, vi, recv) == VIP_SUCCESS) return VIP_SUCCESS;
     if (!cq->nic->eng->progress()) return VIP_NOT_DONE;
     return take(cq, vi, recv);
+}
+
+VIPL_API VIP_RETURN VipExtCQDoneContext(VIP_CQ_HANDLE h, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv, VIP_PVOID* ctx) {
+    CqObj* cq = cq_of(h);
+    if (!cq || !vi || !recv || !ctx) return VIP_INVALID_PARAMETER;
+    if (take(cq, vi, recv, ctx) == VIP_SUCCESS) return VIP_SUCCESS;
+    if (!cq->nic->eng->progress()) return VIP_NOT_DONE;
+    return take(cq, vi, recv, ctx);
 }
 
 VIPL_API VIP_RETURN VipExtCQTake(VIP_CQ_HANDLE h, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {

@@ -466,6 +466,13 @@ VIPL_API VIP_RETURN VipExtQueryViId(VIP_VI_HANDLE h, VIP_UINT32* id) {
     return VIP_SUCCESS;
 }
 
+VIPL_API VIP_RETURN VipExtSetViContext(VIP_VI_HANDLE h, VIP_PVOID ctx) {
+    ViObj* vi = vi_of(h);
+    if (!vi) return VIP_INVALID_PARAMETER;
+    vi->nic->eng->set_vi_context(vi->dev, reinterpret_cast<uint64_t>(ctx));
+    return VIP_SUCCESS;
+}
+
 VIPL_API VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE h, VIP_ULONG ms) {
     ViObj* vi = vi_of(h);
     if (!vi) return VIP_INVALID_PARAMETER;

@@ -159,9 +159,11 @@ typedef struct {
 
 /* ---- completion queue entry: names the VI and the queue, as VIA says ------------- */
 typedef struct {
-    uint64_t vi_context; /* the driver's value for the VI (its handle) */
+    uint64_t vi_context;   /* the driver's value for the VI (its handle) */
+    uint64_t user_context; /* the program's value for the VI (VipExtSetViContext): a
+                              consumer finds its own object from it, with no lookup */
     uint32_t vi_index;
-    uint32_t recv;       /* enum nicfw_queue_kind */
+    uint32_t recv;         /* enum nicfw_queue_kind */
 } nicfw_cqe;
 
 /* ---- wire frame header (transport independent, little-endian) --------------------
@@ -283,6 +285,24 @@ typedef struct {
     nicfw_counters nic;
     /* followed by max_vi nicfw_vi_status entries */
 } nicfw_status_page;
+
+/* ---- sizes and offsets both sides rely on ----------------------------------------- */
+#ifdef __cplusplus
+#define NICFW_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define NICFW_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+NICFW_STATIC_ASSERT(sizeof(nicfw_desc_ctrl) == 32, "descriptor control segment");
+NICFW_STATIC_ASSERT(sizeof(nicfw_desc_seg) == 16, "descriptor segment");
+NICFW_STATIC_ASSERT(sizeof(nicfw_desc) == 64, "descriptor with two segments");
+NICFW_STATIC_ASSERT(__builtin_offsetof(nicfw_desc_ctrl, length) % 8 == 0 &&
+                        __builtin_offsetof(nicfw_desc_ctrl, status) == __builtin_offsetof(nicfw_desc_ctrl, length) + 4,
+                    "length and status: one 8-byte store");
+NICFW_STATIC_ASSERT(sizeof(nicfw_doorbell) == 16, "doorbell");
+NICFW_STATIC_ASSERT(sizeof(nicfw_cqe) == 24, "completion entry");
+NICFW_STATIC_ASSERT(sizeof(nicfw_frame_hdr) == 32, "wire frame header");
+NICFW_STATIC_ASSERT(sizeof(nicfw_rdma_ext) == 16, "RDMA extension header");
+NICFW_STATIC_ASSERT(sizeof(nicfw_vi_status) == 88, "status page VI line");
 
 #ifdef __cplusplus
 }

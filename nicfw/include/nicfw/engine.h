@@ -275,6 +275,7 @@ struct Vi {
     Vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE), rq_reply(NICFW_MAX_DESC_PER_QUEUE) {}
     uint32_t id = 0;  // NICFW_VI_MAKE(index, generation)
     void* user = nullptr;
+    uint64_t user_context = 0;  // the program's word, copied into each CQ entry (set_vi_context)
     ViAttrs attrs;
     Cq* scq = nullptr;
     Cq* rcq = nullptr;
@@ -455,6 +456,8 @@ public:
     int create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out);
     int destroy_vi(Vi* vi);  // -EBUSY unless idle with empty device queues
     int set_vi_attrs(Vi* vi, const ViAttrs& a);
+    // The program's word for vi, carried by its later completion entries.
+    void set_vi_context(Vi* vi, uint64_t ctx);
     int enable_steering(Vi* vi, Cq* reply_cq);  // -EBUSY unless idle
     // How long a reliable VI on a lossy wire retransmits without progress before its
     // connection is lost (1 ms .. kMaxRetryTimeoutMs; -EINVAL outside).

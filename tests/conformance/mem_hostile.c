@@ -263,7 +263,12 @@ static void descriptor_spoiled(VIP_RELIABILITY_LEVEL rel, enum desc_spoil how) {
            desc_spoil_name[how], th_rs(r));
     EXPECT(got == rd, "VipRecvDone returned %p, want the spoiled descriptor %p", (void *)got, (void *)rd);
     /* Posting a descriptor in memory that is registered but no longer mapped. */
-    if (how == DESC_UNMAP) EXPECT_RC(VipPostRecv(b, rd, mh), VIP_INVALID_PARAMETER);
+    /* Only while the range is still a hole: another thread's mmap (the firmware thread's,
+     * ASan's allocator) may have been given those addresses since, and then the
+     * descriptor is readable again (seen once under ASan in thread mode). */
+    unsigned char vec;
+    if (how == DESC_UNMAP && mincore(dm, (size_t)PAGE, &vec) == -1 && errno == ENOMEM)
+        EXPECT_RC(VipPostRecv(b, rd, mh), VIP_INVALID_PARAMETER);
     if (how == DESC_READONLY) EXPECT_RC(VipPostRecv(b, rd, mh), VIP_INVALID_PARAMETER);
     pair_down(a, b);
     if (how != DESC_DEREG) CHECK(VipDeregisterMem(E.nic, dm, mh));

@@ -93,10 +93,17 @@ typedef void (*amx_returned_fn_t)(int status, op_t opcode, void *token);
 #define AMX_MAX_TRANSLATIONS 16384
 #define AMX_DEFAULT_TRANSLATIONS 256
 
-int AM_MaxShort(void);          /* handler arguments: 16 */
-int AM_MaxMedium(void);         /* bytes of a medium message: 4096 */
-int AM_MaxLong(void);           /* bytes of a long message: 65536 */
-int AM_MaxNumHandlers(void);    /* 256 */
+/* These four are constants: AM_MaxLong() is 65536 where it is written (a loop condition
+ * costs nothing, an array may be sized by it). libamvia keeps the functions for
+ * programs built against an older am.h; (AM_MaxLong)() or &AM_MaxLong reaches them. */
+int (AM_MaxShort)(void);        /* handler arguments: 16 */
+int (AM_MaxMedium)(void);       /* bytes of a medium message: 4096 */
+int (AM_MaxLong)(void);         /* bytes of a long message: 65536 */
+int (AM_MaxNumHandlers)(void);  /* 256 */
+#define AM_MaxShort() (AMX_MAX_ARGS)
+#define AM_MaxMedium() (AMX_MAX_MEDIUM)
+#define AM_MaxLong() (AMX_MAX_LONG)
+#define AM_MaxNumHandlers() (AMX_MAX_HANDLERS)
 int AM_MaxNumTranslations(int *ntrans); /* AMX_MAX_TRANSLATIONS */
 int AM_MaxSegLength(uintptr_t *nbytes);
 

@@ -1,13 +1,26 @@
-// internal.h -- AMVIA's objects (docs/am.md has the design).
+// internal.h -- AMVIA's objects (docs/am.md has the design), and what each file of am/src
+// uses of the others (the end of this file; docs/am.md, "Source layout", says which
+// file holds what).
 #pragma once
 
 #include <am.h>
 #include <vipl.h>
 
+#include <sched.h>
+#include <time.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <unordered_map>
 #include <vector>
+
+#define AMX_API extern "C" __attribute__((visibility("default")))
+
+// Everything below is internal to libamvia (the version script exports AM_* and AMX_*
+// only). Declared hidden so that the files reach each other's data and functions
+// directly, as when am/ was one file, not through the GOT.
+#pragma GCC visibility push(hidden)
 
 namespace amx {
 
@@ -177,6 +190,10 @@ struct IdleYield {
     unsigned idle = 0;
     void after(int handled);
 };
+inline void IdleYield::after(int handled) {
+    if (handled) idle = 0;
+    else if ((++idle & 255) == 0) sched_yield();
+}
 
 // A handler's view of its message. Live only while the handler runs.
 struct Token {
@@ -190,4 +207,139 @@ struct Token {
     tag_t tag;
 };
 
+// ---------------------------------------------------------------- shared by the files
+constexpr uint32_t kEpMagic = 0x41455031;  // "AEP1"
+constexpr uint32_t kEbMagic = 0x41454231;
+constexpr uint32_t kTokMagic = 0x41544b31;
+
+struct Global {
+    bool inited = false;
+    VIP_NIC_HANDLE nic = nullptr;
+    VIP_NIC_ATTRIBUTES na{};
+    VIP_PROTECTION_HANDLE ptag = nullptr;
+    // Target of liveness probes: 0-byte RDMA writes land here (nothing is ever written),
+    // announced to every peer with the segment.
+    char* probe_pad = nullptr;
+    VIP_MEM_HANDLE probe_mh = 0;
+    std::vector<Bundle*> bundles;
+    int steering = -1;  // -1: from $AMVIA_STEERING at first use
+    long connect_timeout_ms = -1;
+    int returned_printed = 0;
+    // One-sided mapping: the standing listener that takes knocks (see knock()).
+    VIP_EXT_LISTEN_HANDLE listen = nullptr;
+    bool inline_progress = true;  // the NIC steps only inside our own VIPL calls
+    // Freed bundles and endpoints keep their (cleared) memory, so that a stale handle
+    // fails its magic check with AM_ERR_BAD_ARG instead of reading freed memory.
+    // (Heap vectors never destroyed: they must outlive the leak check at exit.)
+    std::vector<Endpoint*>& dead_eps = *new std::vector<Endpoint*>;
+    std::vector<Bundle*>& dead_bundles = *new std::vector<Bundle*>;
+};
+extern Global g;  // api.cc
+
+// Handlers run one at a time (AM_SEQ); a handler may cause handler 0 to run (a reply
+// that cannot be sent), so tokens nest a little. A token is valid while it is listed.
+extern Token* g_active[8];  // dispatch.cc
+extern int g_nactive;
+
+inline bool in_handler() { return g_nactive > 0; }
+
+inline Token* token_of(void* p) {
+    for (int i = 0; i < g_nactive && i < 8; i++)
+        if (g_active[i] == p && g_active[i]->magic == kTokMagic) return g_active[i];
+    return nullptr;
+}
+
+inline uint64_t now_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
+inline bool ep_ok(ep_t ep) { return ep && ep->magic == kEpMagic; }
+inline bool eb_ok(eb_t eb) { return eb && eb->magic == kEbMagic; }
+
+inline bool same_name(const en_t& a, const en_t& b) {
+    return a.ep_id == b.ep_id && a.nic_addr_len == b.nic_addr_len &&
+           memcmp(a.nic_addr, b.nic_addr, a.nic_addr_len) == 0;
+}
+
+// The opcode handler 0 gets for a returned request, per channel.
+constexpr int kRequestOp[C_COUNT] = {AM_REQUEST_M, AM_REQUEST_IM, AM_REQUEST_XFER_M};
+
+// A slot's descriptors: the RDMA write (long payload, liveness probe) at offset 0, the
+// header send at 64; slot_pending has bit kWritePending / kSendPending for each one
+// posted and not yet taken back.
+constexpr uint8_t kWritePending = 1, kSendPending = 2;
+
+// api.cc: AM's settings.
+bool steering_default();
+long connect_timeout();
+
+// endpoint.cc
+void free_endpoint(Endpoint* ep);
+
+// peer.cc: MAP objects and one-sided mapping.
+void peer_dead(Peer* p);
+void destroy_peer(Peer* p);
+int create_peer(Endpoint* ep, const en_t& name, int role, Peer** out);
+void announce_segment(Peer* p);
+bool check_connect(Peer* p);  // moves a connecting peer along; true once up (or dead)
+void start_listener();
+void stop_listener();
+void take_knocks();
+void knock(Peer* p);
+
+// channel.cc: sending and credits.
+int get_slot(Channel* c);
+int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nargs, const int32_t* args,
+                 const void* src, size_t nbytes, uint64_t offset, uint8_t credits);
+void owe_credit(Channel* c);
+void flush_owed(Endpoint* ep);
+int send_internal(Peer* p, uint8_t kind, int nargs, const int32_t* args);
+
+// dispatch.cc: receiving, handlers, polling.
+void call_returned(Endpoint* ep, Peer* peer, Channel* ch, int status, int opcode, tag_t tag);
+VIP_RETURN post_recv(Channel* c, int i);
+void flush_reposts(Endpoint* ep);
+int poll_bundle(Bundle* b);
+
+// On the message path of both channel.cc and dispatch.cc (a handler replies; replies
+// bring credits back): inline here, so that neither file calls the other for them.
+
+// Credits given back answer the oldest requests first.
+inline void credits_returned(Channel* c, int n) {
+    c->credits += n;
+    if (c->credits > c->k) c->credits = c->k;
+    c->credits_back += uint64_t(n);
+    if (c->credits_back > c->requests_posted) c->credits_back = c->requests_posted;
+    auto& iu = c->internal_unanswered;
+    size_t answered = 0;
+    while (answered < iu.size() && iu[answered] < c->credits_back) answered++;
+    if (answered) iu.erase(iu.begin(), iu.begin() + long(answered));
+}
+
+// Reply-class message with the credits owed on this channel (plus one for the request
+// being answered, if any).
+inline int post_reply(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nargs, const int32_t* args,
+                      const void* src, size_t nbytes, uint64_t offset, int answered) {
+    int give = c->owed + answered;
+    if (give > 255) give = 255;
+    int rc = post_message(c, kind, handler, tag, nargs, args, src, nbytes, offset, static_cast<uint8_t>(give));
+    if (rc == AM_OK) c->owed -= give - answered;
+    return rc;
+}
+
+// For spmd.cc (SPMD start-up and collectives) from peer.cc, channel.cc and dispatch.cc.
+int poll_count(eb_t eb);  // AM_Poll with what it took; -1 inside a handler
+void flush_credits(ep_t ep);
+bool all_peers_ready(ep_t ep);
+bool any_peer_dead(ep_t ep);
+bool peer_dead_at(ep_t ep, int index);
+void quiesce(ep_t ep);
+int send_barrier(ep_t ep, int index, int phase, int gen);
+extern int g_barrier_arrivals[2];
+extern int g_barrier_released;
+
 }  // namespace amx
+
+#pragma GCC visibility pop

@@ -1,5 +1,6 @@
-// am_spmd.cc -- SPMD start-up for programs launched by softvia-run: one bundle, one
+// spmd.cc -- SPMD start-up for programs launched by softvia-run: one bundle, one
 // endpoint, translation index i = rank i, and collectives that poll while they wait.
+// Built on the AM_* calls, plus the few internal hooks internal.h declares for it.
 #include "internal.h"
 
 #include <softvia_boot.h>
@@ -12,20 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-
-#define AMX_API extern "C" __attribute__((visibility("default")))
-
-namespace amx {
-bool all_peers_ready(ep_t ep);
-bool any_peer_dead(ep_t ep);
-bool peer_dead_at(ep_t ep, int index);
-void quiesce(ep_t ep);
-int poll_count(eb_t eb);
-void flush_credits(ep_t ep);
-int send_barrier(ep_t ep, int index, int phase, int gen);
-extern int g_barrier_arrivals[2];
-extern int g_barrier_released;
-}  // namespace amx
 
 namespace {
 constexpr int kBootMs = 60000;

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <new>
 
-using namespace amx;
+using namespace softvia::am;
 
-namespace amx {
+namespace softvia::am {
 
 Global g;
 
@@ -109,7 +109,7 @@ void free_bundle(Bundle* b) {
 }
 
 }  // namespace
-}  // namespace amx
+}  // namespace softvia::am
 
 // ================================================================== API
 // Callers get these four as constants from am.h (function-like macros); the functions

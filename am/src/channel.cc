@@ -10,9 +10,9 @@
 
 #include <cstring>
 
-using namespace amx;
+using namespace softvia::am;
 
-namespace amx {
+namespace softvia::am {
 namespace {
 
 // Accounts for a send descriptor VipSendDone gave back; frees slots in ring order.
@@ -256,7 +256,7 @@ int send_barrier(ep_t ep, int index, int phase, int gen) {
     return send_internal(p, K_BARRIER, 2, a);
 }
 
-}  // namespace amx
+}  // namespace softvia::am
 
 // Checks a long message against what the destination announced of its segment; a
 // message that would not fit is returned to handler 0 here, since the destination NIC

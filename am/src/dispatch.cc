@@ -11,9 +11,9 @@
 #include <cstdio>
 #include <cstring>
 
-using namespace amx;
+using namespace softvia::am;
 
-namespace amx {
+namespace softvia::am {
 
 // The tokens of the handlers running now (in_handler, token_of in internal.h).
 Token* g_active[8];
@@ -380,7 +380,7 @@ int poll_bundle(Bundle* b) {
 int poll_count(eb_t eb) { return in_handler() ? -1 : poll_bundle(eb); }
 void flush_credits(ep_t ep) { flush_owed(ep); }
 
-}  // namespace amx
+}  // namespace softvia::am
 
 // ================================================================== API
 AMX_API int AM_WaitSema(eb_t b) {

@@ -10,9 +10,9 @@
 #include <cstring>
 #include <new>
 
-using namespace amx;
+using namespace softvia::am;
 
-namespace amx {
+namespace softvia::am {
 namespace {
 
 bool name_ok(const en_t& n) {
@@ -44,7 +44,7 @@ void free_endpoint(Endpoint* ep) {
     g.dead_eps.push_back(ep);
 }
 
-}  // namespace amx
+}  // namespace softvia::am
 
 // ================================================================== API
 AMX_API int AM_AllocateEndpoint(eb_t b, ep_t* out, en_t* name) {

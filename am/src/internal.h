@@ -22,7 +22,7 @@
 // directly, as when am/ was one file, not through the GOT.
 #pragma GCC visibility push(hidden)
 
-namespace amx {
+namespace softvia::am {
 
 // Message kinds. The six user kinds equal the AM-2 opcodes handler 0 receives.
 enum Kind : uint8_t {
@@ -136,52 +136,52 @@ struct CqEntry {
     VIP_BOOLEAN queue;
 };
 
-}  // namespace amx
+}  // namespace softvia::am
 
 struct amx_endpoint {
     uint32_t magic = 0;
-    amx::Bundle* bundle = nullptr;
+    softvia::am::Bundle* bundle = nullptr;
     en_t name{};
     tag_t tag = AM_NONE;
     bool steering = true;
     VIP_CQ_HANDLE cq = nullptr;
     size_t cq_entries = 0, recv_descs = 0;
-    std::vector<amx::Translation> trans;
+    std::vector<softvia::am::Translation> trans;
     std::vector<amx_handler_fn_t> handlers;
-    std::vector<amx::Peer*> peers;
-    std::vector<amx::Peer*> connecting;
-    std::unordered_map<VIP_VI_HANDLE, amx::Channel*> vi_to_channel;
+    std::vector<softvia::am::Peer*> peers;
+    std::vector<softvia::am::Peer*> connecting;
+    std::unordered_map<VIP_VI_HANDLE, softvia::am::Channel*> vi_to_channel;
     VIP_VI_HANDLE last_vi = nullptr;
-    amx::Channel* last_ch = nullptr;
+    softvia::am::Channel* last_ch = nullptr;
     void* seg = nullptr;
     uintptr_t seg_len = 0;
     VIP_MEM_HANDLE seg_mh = 0;
-    std::vector<amx::Channel*> owed_list;
-    std::vector<amx::CqEntry> stash;  // CQ entries AM_WaitSema took, handled by the next poll
-    std::vector<std::pair<amx::Channel*, int>> reposts;  // reply buffers to post again (defer_repost)
+    std::vector<softvia::am::Channel*> owed_list;
+    std::vector<softvia::am::CqEntry> stash;  // CQ entries AM_WaitSema took, handled by the next poll
+    std::vector<std::pair<softvia::am::Channel*, int>> reposts;  // reply buffers to post again (defer_repost)
     amx_counters_t ctr{};
     VIP_VI_HANDLE knock_vi = nullptr;  // idle VI that carries knocks (one-sided mapping)
     int expected_endpoints = 0, expected_requests = 0;
 };
 
-namespace amx {
+namespace softvia::am {
 struct Pending {
     Channel* ch;
     VIP_DESCRIPTOR* d;
 };
 
-}  // namespace amx
+}  // namespace softvia::am
 
 struct amx_bundle {
     uint32_t magic = 0;
-    std::vector<amx::Endpoint*> eps;
+    std::vector<softvia::am::Endpoint*> eps;
     int event_mask = AM_NOEVENTS;
-    std::vector<amx::Pending> reqq, repq;  // host marshalling: requests and replies sorted
+    std::vector<softvia::am::Pending> reqq, repq;  // host marshalling: requests and replies sorted
     unsigned polls = 0;  // liveness checks run every kLivenessPolls polls
     unsigned quiet_polls = 0;  // polls in a row that found nothing
 };
 
-namespace amx {
+namespace softvia::am {
 
 // Waiting loops that poll give the core away (sched_yield) only after 256 polls in a
 // row found nothing (some tens of microseconds): a loop that is handling a stream never
@@ -340,6 +340,6 @@ int send_barrier(ep_t ep, int index, int phase, int gen);
 extern int g_barrier_arrivals[2];
 extern int g_barrier_released;
 
-}  // namespace amx
+}  // namespace softvia::am
 
 #pragma GCC visibility pop

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <new>
 
-using namespace amx;
+using namespace softvia::am;
 
-namespace amx {
+namespace softvia::am {
 
 // ---------------------------------------------------------------- peers (MAP objects)
 void peer_dead(Peer* p) {
@@ -416,4 +416,4 @@ bool peer_dead_at(ep_t ep, int index) {
     return ep->trans[size_t(index)].peer->state == P_DEAD;
 }
 
-}  // namespace amx
+}  // namespace softvia::am

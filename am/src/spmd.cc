@@ -70,8 +70,8 @@ AMX_API int AMX_SPMDStartup(tag_t tag, uintptr_t seg_bytes, eb_t* eb, ep_t* ep) 
     // Every connection up and every segment announced, so a long message right after
     // start-up finds its destination.
     uint64_t turns = 0;
-    while (!amx::all_peers_ready(s_ep)) {
-        if (amx::any_peer_dead(s_ep)) return fail("a rank went away during start-up", AM_ERR_NOT_SENT);
+    while (!softvia::am::all_peers_ready(s_ep)) {
+        if (softvia::am::any_peer_dead(s_ep)) return fail("a rank went away during start-up", AM_ERR_NOT_SENT);
         AM_Poll(s_eb);
         if (++turns % 64 == 0) sched_yield();
         if (turns > 50000000ull) return fail("connections did not come up", AM_ERR_NOT_SENT);
@@ -88,27 +88,27 @@ AMX_API int AMX_SPMDStartup(tag_t tag, uintptr_t seg_bytes, eb_t* eb, ep_t* ep) 
 AMX_API int AMX_SPMDBarrier(void) {
     if (!s_up) return AM_ERR_NOT_INIT;
     if (s_size == 1) return AM_Poll(s_eb);
-    if (amx::poll_count(s_eb) < 0) return AM_ERR_RESOURCE;  // inside a handler
+    if (softvia::am::poll_count(s_eb) < 0) return AM_ERR_RESOURCE;  // inside a handler
     int gen = ++s_gen;
-    amx::IdleYield idle;
+    softvia::am::IdleYield idle;
     if (s_rank == 0) {
-        while (amx::g_barrier_arrivals[gen & 1] < s_size - 1) {
-            if (amx::any_peer_dead(s_ep)) return AM_ERR_NOT_SENT;
-            idle.after(amx::poll_count(s_eb));
+        while (softvia::am::g_barrier_arrivals[gen & 1] < s_size - 1) {
+            if (softvia::am::any_peer_dead(s_ep)) return AM_ERR_NOT_SENT;
+            idle.after(softvia::am::poll_count(s_eb));
         }
-        amx::g_barrier_arrivals[gen & 1] -= s_size - 1;
+        softvia::am::g_barrier_arrivals[gen & 1] -= s_size - 1;
         for (int r = 1; r < s_size; r++) {
-            int rc = amx::send_barrier(s_ep, r, 1, gen);
+            int rc = softvia::am::send_barrier(s_ep, r, 1, gen);
             if (rc != AM_OK) return rc;
         }
-        amx::flush_credits(s_ep);  // the arrivals' credits
+        softvia::am::flush_credits(s_ep);  // the arrivals' credits
         return AM_Poll(s_eb);
     }
-    int rc = amx::send_barrier(s_ep, 0, 0, gen);
+    int rc = softvia::am::send_barrier(s_ep, 0, 0, gen);
     if (rc != AM_OK) return rc;
-    while (amx::g_barrier_released < gen) {
-        if (amx::peer_dead_at(s_ep, 0)) return AM_ERR_NOT_SENT;  // only rank 0 releases
-        idle.after(amx::poll_count(s_eb));
+    while (softvia::am::g_barrier_released < gen) {
+        if (softvia::am::peer_dead_at(s_ep, 0)) return AM_ERR_NOT_SENT;  // only rank 0 releases
+        idle.after(softvia::am::poll_count(s_eb));
     }
     return AM_Poll(s_eb);
 }
@@ -129,7 +129,7 @@ AMX_API int AMX_SPMDAllGather(const void* src, void* dst, size_t len) {
             int e = sv_boot_get(key, slot, len, &got, 0);
             if (e == 0) break;
             if (e != -ETIMEDOUT && e != -ENOENT) return AM_ERR_RESOURCE;
-            if (amx::any_peer_dead(s_ep)) return AM_ERR_NOT_SENT;
+            if (softvia::am::any_peer_dead(s_ep)) return AM_ERR_NOT_SENT;
             AM_Poll(s_eb);
             if ((++turn & 15) == 0) sched_yield();
         }
@@ -141,7 +141,7 @@ AMX_API int AMX_SPMDAllGather(const void* src, void* dst, size_t len) {
 AMX_API int AMX_SPMDExit(void) {
     if (!s_up) return AM_ERR_NOT_INIT;
     int rc = AMX_SPMDBarrier();
-    amx::quiesce(s_ep);  // the barrier's last messages must leave before the disconnects
+    softvia::am::quiesce(s_ep);  // the barrier's last messages must leave before the disconnects
     // Rank 0 must not go before every rank has its release: a NIC stops reading a peer
     // whose process is gone, so frames still in the lane would be lost (the others saw
     // rank 0 die in the barrier: AM_ERR_NOT_SENT). Nothing is sent after this point, so

@@ -1,4 +1,7 @@
-// completer.cc -- completions: descriptor status, CQ entries, flushing a VI.
+// completer.cc -- the completer block beyond one message (completer.h has that part):
+// flushing a VI (every outstanding descriptor completes, in order, with the flushed
+// status) and the asynchronous errors the device reports (raised under the engine
+// lock, delivered outside it to the driver's handler).
 #include <cstring>
 
 #include "nicfw/engine.h"
@@ -53,6 +56,46 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, nicfw_async_co
     }
     if (new_state == NICFW_VI_ERROR && old == NICFW_VI_CONNECTED)
         raise(&vi, nullptr, nullptr, NICFW_RES_VI, why);
+}
+
+// ---------------------------------------------------------------- asynchronous errors
+void Engine::set_error_handler(void* ctx, void (*fn)(void*, const nicfw_async_event*)) {
+    CtlGuard g(lock_, ctl_waiters_);
+    std::lock_guard<SpinLock> e(err_lock_);
+    err_ctx_ = ctx;
+    err_fn_ = fn;
+}
+
+void Engine::raise(Vi* vi, Cq* cq, nicfw_desc* d, nicfw_async_resource res, nicfw_async_code code) {
+    nicfw_async_event e{};
+    e.vi_context = vi ? vi->user : nullptr;
+    e.cq_context = cq ? cq->user : nullptr;
+    e.desc = reinterpret_cast<uint64_t>(d);
+    uint16_t control = 0;
+    if (d) hostmem::load(&d->cs.control, &control);  // the program may have unmapped it
+    e.op = control & NICFW_DC_OP_MASK;
+    e.resource = res;
+    e.code = code;
+    std::lock_guard<SpinLock> g(err_lock_);
+    if (!err_fn_) return;  // nobody listens: the status bits and VI state still tell
+    if (errors_.size() < 1024) errors_.push_back(e);
+    errors_pending_.store(true, std::memory_order_relaxed);
+}
+
+void Engine::deliver_errors() {
+    std::vector<nicfw_async_event> batch;
+    void* ctx;
+    void (*fn)(void*, const nicfw_async_event*);
+    {
+        std::lock_guard<SpinLock> g(err_lock_);
+        batch.swap(errors_);
+        errors_pending_.store(false, std::memory_order_relaxed);
+        ctx = err_ctx_;
+        fn = err_fn_;
+    }
+    // Called without any engine lock held, so the handler may call back into vipl.
+    if (fn)
+        for (auto& e : batch) fn(ctx, &e);
 }
 
 }  // namespace softvia::nicfw

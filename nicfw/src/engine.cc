@@ -36,21 +36,10 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
     hostmem::install();  // before the first access to host memory (hostmem.h)
     std::unique_ptr<Engine> e(new Engine());
     e->cfg_ = cfg;
-    DeviceSpec dev;
-    int rc = parse_device_name(cfg.device, &dev, why);
+    // The transport stack (wire, same-host shortcut, fault injector) comes composed
+    // from the registry (transport/registry.cc).
+    int rc = compose_transport(cfg.device, cfg.faults, &e->tr_, &e->faults_, why);
     if (rc < 0) return rc;
-    rc = create_transport(dev, &e->tr_, why);
-    if (rc < 0) return rc;
-    if (!cfg.faults.empty()) {
-        FaultSpec spec;
-        if (!parse_fault_spec(cfg.faults, &spec)) {
-            *why = "bad fault spec '" + cfg.faults + "'";
-            return -EINVAL;
-        }
-        auto ft = std::make_unique<FaultTransport>(std::move(e->tr_), spec);
-        e->faults_ = ft.get();
-        e->tr_ = std::move(ft);
-    }
     // Payload per frame: what fits after the header, in whole cache lines.
     e->mtu_ = (e->tr_->max_frame() - static_cast<uint32_t>(sizeof(nicfw_frame_hdr))) & ~63u;
 
@@ -305,12 +294,6 @@ uint32_t Engine::vi_count() {
     return vi_live_;
 }
 
-void Engine::set_error_handler(void* ctx, void (*fn)(void*, const nicfw_async_event*)) {
-    CtlGuard g(lock_, ctl_waiters_);
-    std::lock_guard<SpinLock> e(err_lock_);
-    err_ctx_ = ctx;
-    err_fn_ = fn;
-}
 
 // ---------------------------------------------------------------- doorbells
 void Engine::ring_full(const nicfw_doorbell& db) {
@@ -546,39 +529,6 @@ void Engine::inject_frame(int peer, const uint8_t* data, uint32_t len) {
     if (peer < 0 || static_cast<size_t>(peer) >= tr_->peer_count()) return;
     rx_clock_ = 0;
     handle_frame(RxFrame{data, len, peer});
-}
-
-// ---------------------------------------------------------------- async errors
-void Engine::raise(Vi* vi, Cq* cq, nicfw_desc* d, nicfw_async_resource res, nicfw_async_code code) {
-    nicfw_async_event e{};
-    e.vi_context = vi ? vi->user : nullptr;
-    e.cq_context = cq ? cq->user : nullptr;
-    e.desc = reinterpret_cast<uint64_t>(d);
-    uint16_t control = 0;
-    if (d) hostmem::load(&d->cs.control, &control);  // the program may have unmapped it
-    e.op = control & NICFW_DC_OP_MASK;
-    e.resource = res;
-    e.code = code;
-    std::lock_guard<SpinLock> g(err_lock_);
-    if (!err_fn_) return;  // nobody listens: the status bits and VI state still tell
-    if (errors_.size() < 1024) errors_.push_back(e);
-    errors_pending_.store(true, std::memory_order_relaxed);
-}
-
-void Engine::deliver_errors() {
-    std::vector<nicfw_async_event> batch;
-    void* ctx;
-    void (*fn)(void*, const nicfw_async_event*);
-    {
-        std::lock_guard<SpinLock> g(err_lock_);
-        batch.swap(errors_);
-        errors_pending_.store(false, std::memory_order_relaxed);
-        ctx = err_ctx_;
-        fn = err_fn_;
-    }
-    // Called without any engine lock held, so the handler may call back into vipl.
-    if (fn)
-        for (auto& e : batch) fn(ctx, &e);
 }
 
 }  // namespace softvia::nicfw

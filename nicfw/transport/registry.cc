@@ -9,6 +9,7 @@
 #include <string>
 
 #include "nicfw/device.h"
+#include "fault/fault_transport.h"
 #include "local/local_shortcut.h"
 #include "shm/shm_transport.h"
 #ifdef SOFTVIA_WITH_VERBS
@@ -154,6 +155,29 @@ int create_transport(const DeviceSpec& spec, std::unique_ptr<Transport>* out, st
     rc = create_shm(DeviceSpec{"shm", {}}, &shm, why);
     if (rc < 0) return rc;
     *out = std::make_unique<LocalShortcut>(std::move(wire), std::move(shm), host_identity());
+    return 0;
+}
+
+int compose_transport(const std::string& device, const std::string& faults, std::unique_ptr<Transport>* out,
+                      FaultTransport** injector, std::string* why) {
+    *injector = nullptr;
+    DeviceSpec dev;
+    int rc = parse_device_name(device, &dev, why);
+    if (rc < 0) return rc;
+    std::unique_ptr<Transport> tr;
+    rc = create_transport(dev, &tr, why);
+    if (rc < 0) return rc;
+    if (!faults.empty()) {
+        FaultSpec spec;
+        if (!parse_fault_spec(faults, &spec)) {
+            *why = "bad fault spec '" + faults + "'";
+            return -EINVAL;
+        }
+        auto ft = std::make_unique<FaultTransport>(std::move(tr), spec);
+        *injector = ft.get();
+        tr = std::move(ft);
+    }
+    *out = std::move(tr);
     return 0;
 }
 

@@ -41,6 +41,15 @@ int parse_device_name(const std::string& name, DeviceSpec* out, std::string* why
 // that cannot start). *why says what went wrong in words.
 int create_transport(const DeviceSpec& spec, std::unique_ptr<Transport>* out, std::string* why);
 
+// The whole transport stack of a NIC, composed here and nowhere else: the wire a device
+// name gives (create_transport: with the same-host shortcut beside a network wire), and
+// around it the fault injector when faults is not empty. *injector is that injector
+// (null without one), for changing its rates and reading its counters later. -EINVAL
+// for a bad device name or fault spec; the rest as create_transport.
+class FaultTransport;
+int compose_transport(const std::string& device, const std::string& faults, std::unique_ptr<Transport>* out,
+                      FaultTransport** injector, std::string* why);
+
 // Which host this process is on, for the same-host shortcut: the kernel's boot id and
 // the network namespace, so namespaces on one machine count as separate hosts (the
 // launcher's --hosts mode relies on that).

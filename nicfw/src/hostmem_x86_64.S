@@ -1,7 +1,8 @@
 /*
  * hostmem_x86_64.S -- the device's only instructions that touch host (application)
- * memory: a copy and a 64-bit store, each 0 on success or -EFAULT (-14) when the memory
- * is not there or not writable any more.
+ * memory: a copy, stores, a load and two atomic read-modify-writes (for NIC atomics),
+ * each 0 on success or -EFAULT (-14) when the memory is not there or not writable any
+ * more.
  *
  * How a fault becomes -EFAULT (hostmem.cc): every function between nicfw_hostmem_begin
  * and nicfw_hostmem_end is a leaf that never touches the stack, so when one faults the
@@ -126,6 +127,35 @@ nicfw_hm_store32:
     xor eax, eax
     ret
     .size nicfw_hm_store32, . - nicfw_hm_store32
+
+/* int nicfw_hm_fadd64(uint64_t *dst, uint64_t add, uint64_t *old): one locked
+ * fetch-and-add on host memory (dst 8-byte aligned); *old (device memory) gets the
+ * value before. A fault leaves dst and *old untouched. */
+    .globl nicfw_hm_fadd64
+    .hidden nicfw_hm_fadd64
+    .type nicfw_hm_fadd64, @function
+    .p2align 4
+nicfw_hm_fadd64:
+    lock xadd [rdi], rsi
+    mov [rdx], rsi
+    xor eax, eax
+    ret
+    .size nicfw_hm_fadd64, . - nicfw_hm_fadd64
+
+/* int nicfw_hm_cas64(uint64_t *dst, uint64_t expect, uint64_t desired, uint64_t *old):
+ * one locked compare-and-swap on host memory (dst 8-byte aligned); *old gets the value
+ * found (== expect when the swap happened). A fault leaves dst and *old untouched. */
+    .globl nicfw_hm_cas64
+    .hidden nicfw_hm_cas64
+    .type nicfw_hm_cas64, @function
+    .p2align 4
+nicfw_hm_cas64:
+    mov rax, rsi
+    lock cmpxchg [rdi], rdx
+    mov [rcx], rax
+    xor eax, eax
+    ret
+    .size nicfw_hm_cas64, . - nicfw_hm_cas64
 
     .globl nicfw_hostmem_end
     .hidden nicfw_hostmem_end

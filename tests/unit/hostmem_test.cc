@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nicfw/hostmem.h"
@@ -98,6 +99,61 @@ TEST_F(HostMem, FaultsOnEitherSideComeBackAsEfault) {
     EXPECT_TRUE(hm::load32_acquire(reinterpret_cast<const uint32_t*>(ok.p), &v));
     EXPECT_EQ(0xffffffffu, v);
     EXPECT_GE(hm::faults() - before, 5u * 8 + 4);
+}
+
+// The NIC atomics' primitives: results, the value they saw, and faults that change nothing.
+TEST_F(HostMem, AtomicsReturnThePreviousValueAndFaultCleanly) {
+    Pages ok(1), ro(1, PROT_READ), none(1, PROT_NONE);
+    auto* w = reinterpret_cast<uint64_t*>(ok.p);
+    *w = 40;
+    uint64_t old = 0;
+    EXPECT_EQ(0, hm::fetch_add64(w, 2, &old));
+    EXPECT_EQ(40u, old);
+    EXPECT_EQ(42u, *w);
+    EXPECT_EQ(0, hm::fetch_add64(w, ~uint64_t{0}, &old));  // adding -1 wraps like the hardware's
+    EXPECT_EQ(42u, old);
+    EXPECT_EQ(41u, *w);
+    EXPECT_EQ(0, hm::cas64(w, 41, 7, &old));  // matches: swapped
+    EXPECT_EQ(41u, old);
+    EXPECT_EQ(7u, *w);
+    EXPECT_EQ(0, hm::cas64(w, 41, 9, &old));  // does not match: unchanged, and says what it saw
+    EXPECT_EQ(7u, old);
+    EXPECT_EQ(7u, *w);
+    const uint64_t before = hm::faults();
+    old = 123;
+    auto* r = reinterpret_cast<uint64_t*>(ro.p);
+    EXPECT_EQ(-EFAULT, hm::fetch_add64(r, 1, &old));  // read-only: a write fault, nothing written
+    EXPECT_EQ(-EFAULT, hm::cas64(r, 0, 1, &old));
+    EXPECT_EQ(0u, *r);
+    EXPECT_EQ(-EFAULT, hm::fetch_add64(reinterpret_cast<uint64_t*>(none.p), 1, &old));
+    EXPECT_EQ(-EFAULT, hm::cas64(reinterpret_cast<uint64_t*>(none.p), 0, 1, &old));
+    EXPECT_EQ(123u, old);
+    EXPECT_EQ(4u, hm::faults() - before);
+}
+
+TEST_F(HostMem, AtomicsFromTwoThreadsLoseNothing) {
+    Pages ok(1);
+    auto* w = reinterpret_cast<uint64_t*>(ok.p);
+    constexpr int kEach = 200000;
+    auto adder = [&] {
+        uint64_t old;
+        for (int i = 0; i < kEach; i++) ASSERT_EQ(0, hm::fetch_add64(w, 1, &old));
+    };
+    auto casser = [&] {  // increments through compare-and-swap retries
+        uint64_t old, seen = 0;
+        for (int i = 0; i < kEach; i++) {
+            for (;;) {
+                ASSERT_EQ(0, hm::cas64(w, seen, seen + 1, &old));
+                if (old == seen) break;
+                seen = old;
+            }
+            seen++;
+        }
+    };
+    std::thread a(adder), b(casser);
+    a.join();
+    b.join();
+    EXPECT_EQ(2u * kEach, *w);
 }
 
 TEST_F(HostMem, CopyThatRunsIntoAHoleStopsThere) {

@@ -21,6 +21,8 @@ int nicfw_hm_copy(void* dst, const void* src, size_t n);
 int nicfw_hm_store64(void* dst, uint64_t v);
 int nicfw_hm_store32(void* dst, uint32_t v);
 uint64_t nicfw_hm_load32(const void* src);
+int nicfw_hm_fadd64(uint64_t* dst, uint64_t add, uint64_t* old);
+int nicfw_hm_cas64(uint64_t* dst, uint64_t expect, uint64_t desired, uint64_t* old);
 }
 
 namespace softvia::nicfw::hostmem {
@@ -46,6 +48,15 @@ void unblock_faults_here();
     const uint64_t r = nicfw_hm_load32(src);
     *out = static_cast<uint32_t>(r);
     return (r >> 32) == 0;
+}
+// Atomic read-modify-writes on an 8-byte aligned word of host memory (the NIC's
+// atomics): 0 with the previous value in *old, or -EFAULT with nothing changed. A
+// compare-and-swap swapped when *old == expect. Alignment is the caller's check.
+[[gnu::always_inline]] inline int fetch_add64(uint64_t* dst, uint64_t add, uint64_t* old) {
+    return nicfw_hm_fadd64(dst, add, old);
+}
+[[gnu::always_inline]] inline int cas64(uint64_t* dst, uint64_t expect, uint64_t desired, uint64_t* old) {
+    return nicfw_hm_cas64(dst, expect, desired, old);
 }
 // A snapshot of a T in host memory; false if it could not be read.
 template <class T>

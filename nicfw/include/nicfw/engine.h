@@ -303,7 +303,7 @@ private:
     struct FrameOp {
         const char* name;
         uint32_t min_len;
-        void (Engine::*handle)(const RxFrame&, const nicfw_frame_hdr&);
+        void (*handle)(Engine&, const RxFrame&, const nicfw_frame_hdr&);
     };
     static const FrameOp kFrameOps[NICFW_F_TYPE_MAX + 1];  // the opcode table (responder.cc)
     void handle_frame(const RxFrame& f);

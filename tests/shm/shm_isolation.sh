@@ -25,9 +25,17 @@ nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 
 # What the path could leave behind.
 entries() { { ls -A /dev/shm | sed 's|^|/dev/shm/|'; ls -A /tmp | grep -vx "$(basename "$work")" | sed 's|^|/tmp/|'; } | sort; }
+# Processes of this test's jobs that still map or hold the path's memfds. Only ours: their
+# command lines name $work (the victims' and intruders' arguments do), so another test's
+# job running meanwhile (ctest -j, a developer's run) is not taken for a leak of ours.
 memfd_users() {
-    grep -l "memfd:softvia-shm" /proc/[0-9]*/maps 2>/dev/null
-    for f in /proc/[0-9]*/fd/*; do readlink "$f" 2>/dev/null | grep -q "memfd:softvia-shm" && echo "$f"; done
+    local f pid
+    { grep -l "memfd:softvia-shm" /proc/[0-9]*/maps 2>/dev/null
+      for f in /proc/[0-9]*/fd/*; do readlink "$f" 2>/dev/null | grep -q "memfd:softvia-shm" && echo "$f"; done
+    } | while read -r f; do
+        pid=${f#/proc/}; pid=${pid%%/*}
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$work" && echo "$f"
+    done
 }
 check_clean() {  # what, the entries before
     local after new e pid

@@ -38,4 +38,9 @@ HOT_INLINE void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t pa
     bump(status_->nic.tx_bytes, len);
 }
 
+HOT_INLINE void Engine::count_tx(Vi& vi, uint32_t bytes) {
+    bump(vi.st->c.tx_frames);
+    bump(vi.st->c.tx_bytes, bytes);
+}
+
 }  // namespace softvia::nicfw

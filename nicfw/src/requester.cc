@@ -24,8 +24,9 @@ HOT_INLINE uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
     const uint16_t control = cs.control;
     *op = control & NICFW_DC_OP_MASK;
     uint32_t first = 0;
-    if ((control & NICFW_DC_RESERVED & ~NICFW_DC_REPLY) || *op == NICFW_DC_OP_RESERVED)
-        return NICFW_DS_FORMAT_ERROR;
+    if (*op == NICFW_DC_OP_OFFLOAD) [[unlikely]]
+        return load_offload(vi, w, cs);
+    if (control & NICFW_DC_RESERVED & ~NICFW_DC_REPLY) return NICFW_DS_FORMAT_ERROR;
     if (*op != NICFW_DC_OP_SEND) {
         // RDMA: segment 0 is the address segment naming the remote buffer.
         if (n < 1) return NICFW_DS_FORMAT_ERROR;
@@ -83,6 +84,7 @@ void Engine::fail_request(Vi& vi, const WorkItem& w, uint32_t status, uint32_t o
     // The status still names the operation, when the descriptor said which.
     e.op = op == NICFW_DC_OP_RDMA_WRITE  ? NICFW_DS_OP_RDMA_WRITE
            : op == NICFW_DC_OP_RDMA_READ ? NICFW_DS_OP_RDMA_READ
+           : op == NICFW_DC_OP_OFFLOAD   ? vi.tx_status_op
                                            : NICFW_DS_OP_SEND;
     retire(vi);
     // VIA: on a reliable VI a descriptor error breaks the connection.
@@ -103,7 +105,7 @@ void Engine::abort_send(Vi& vi, uint32_t status) {
     if (TxEntry* e = pending_entry(vi, vi.tx_cur_seq); e && !e->done) {
         e->status = status;
         e->done = true;
-        if (e->kind == TxEntry::kRead) vi.reads_out--;
+        if (e->answered()) vi.reads_out--;
     }
     flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_POST_DESC);  // a resend runs on a reliable VI
 }
@@ -122,7 +124,7 @@ bool Engine::start_resend(Vi& vi) {
         if (uint32_t bad = load_send(vi, WorkItem{e->desc, e->memh}, &op)) {
             e->status = bad;
             e->done = true;
-            if (e->kind == TxEntry::kRead) vi.reads_out--;
+            if (e->answered()) vi.reads_out--;
             flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_POST_DESC);
             return false;
         }
@@ -169,6 +171,10 @@ HOT_INLINE void Engine::finish_send(Vi& vi) {
             op = NICFW_DS_OP_RDMA_READ;
             kind = TxEntry::kRead;
             break;
+        case NICFW_DC_OP_OFFLOAD:
+            op = vi.tx_status_op;
+            kind = TxEntry::kOffload;  // done when the offload answers (answer_offload)
+            break;
         default:
             op = NICFW_DS_OP_SEND;
             // Unreliable, and reliable delivery on a lossless wire: done once the remote NIC
@@ -196,6 +202,11 @@ HOT_INLINE void Engine::finish_send(Vi& vi) {
     e.op = op;
     if (kind == TxEntry::kRead) {
         e.segs.assign(vi.tx_segs, vi.tx_segs + vi.tx_nsegs);
+        e.epoch = vi.tx_epoch;
+        vi.reads_out++;
+    } else if (kind == TxEntry::kOffload) {
+        e.segs.assign(1, vi.tx_offload.result);
+        e.offload = vi.tx_offload_index;
         e.epoch = vi.tx_epoch;
         vi.reads_out++;
     }
@@ -274,11 +285,6 @@ bool Engine::flush_backlog() {
         }
     }
     return did;
-}
-
-HOT_INLINE void Engine::count_tx(Vi& vi, uint32_t bytes) {
-    bump(vi.st->c.tx_frames);
-    bump(vi.st->c.tx_bytes, bytes);
 }
 
 // A read being served lost its memory half way: the requester gets a NAK for it and the
@@ -370,6 +376,8 @@ HOT_INLINE bool Engine::emit_frames(Vi& vi) {
         }
         vi.tx_epoch = mem_.epoch();
     }
+    if (vi.tx_op == NICFW_DC_OP_OFFLOAD) [[unlikely]]
+        return offload_at(vi.tx_offload_index)->emit(*this, vi, vi.tx_offload, vi.tx_cur_seq);
     const bool rdma = vi.tx_op != NICFW_DC_OP_SEND;
     const uint32_t ext = rdma ? static_cast<uint32_t>(sizeof(nicfw_rdma_ext)) : 0;
     const nicfw_rdma_ext x{vi.tx_raddr, vi.tx_rmemh, 0};

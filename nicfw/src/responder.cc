@@ -22,7 +22,7 @@ constexpr uint32_t kConnLen = kHdrLen + offsetof(nicfw_conn_payload, disc);
 // Plain function pointers (a lambda per handler): one indirect call, and nothing for
 // the sanitizers to trip on, as pointers to members did with GCC's UBSan.
 #define NICFW_OP(fn) [](Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) { e.fn(f, h); }
-const Engine::FrameOp Engine::kFrameOps[NICFW_F_TYPE_MAX + 1] = {
+const Engine::FrameOp Engine::kFrameOps[NICFW_F_CORE_MAX + 1] = {
     {"?", UINT32_MAX, nullptr},
     {"DATA", kHdrLen, NICFW_OP(on_data)},
     {"ACK", kHdrLen, NICFW_OP(on_ack)},  // reliability.cc
@@ -49,8 +49,11 @@ void Engine::handle_frame(const RxFrame& f) {
     }
     nicfw_frame_hdr h;
     memcpy(&h, f.data, sizeof h);  // one snapshot: the sender may still scribble on the frame
-    if (h.version != NICFW_ABI_VERSION || h.type == 0 || h.type > NICFW_F_TYPE_MAX ||
-        f.len < kFrameOps[h.type].min_len) {
+    if (h.type > NICFW_F_CORE_MAX) [[unlikely]] {
+        on_offload_frame(f, h);
+        return;
+    }
+    if (h.version != NICFW_ABI_VERSION || h.type == 0 || f.len < kFrameOps[h.type].min_len) {
         bump(status_->nic.drops);
         return;
     }
@@ -77,9 +80,7 @@ void Engine::answer_stale(const RxFrame& f, const nicfw_frame_hdr& h) {
     send_control(f.peer, NICFW_F_DISCONNECT, h.src_vi, h.dst_vi, 0, nullptr);
 }
 
-// A remote access to [addr, addr+len) of this NIC's memory through vi: the handle must
-// name a live region holding the range, with vi's protection tag, and both the region
-// and the VI must allow the operation. Returns 0 (and the host address) or the status.
+// A remote access through vi (engine.h says what is checked).
 uint32_t Engine::check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host) {
     Region* r = mem_.find(memh);
     if (!r || r->ptag != vi.attrs.ptag) return NICFW_DS_RDMA_PROT_ERROR;
@@ -422,12 +423,12 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
     const ReadService service{x.addr, x.memh, h.msg_len, 0, h.seq, mem_.epoch()};
     // A read request takes a sequence number like a message: a duplicate is dropped, a
     // gap means something before it was lost.
-    if (static_cast<int32_t>(h.seq - vi->rx_seq) < 0) {
-        bump(status_->nic.drops);
+    bool repeat;
+    if (!take_request(*vi, h, &repeat)) {
         // With retransmission on, the answer may be what was lost: reads are idempotent,
         // so a repeated request is served again (unless its answer is still queued; and
         // no more than a window's worth, whatever a peer sends).
-        if (vi->rel_proto && vi->serve.size() < kTxWindow &&
+        if (repeat && vi->serve.size() < kTxWindow &&
             check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src) == 0 &&
             std::none_of(vi->serve.begin(), vi->serve.end(), [&](const ReadService& r) { return r.seq == h.seq; })) {
             vi->serve.push_back(service);
@@ -435,15 +436,6 @@ void Engine::on_read_req(const RxFrame& f, const nicfw_frame_hdr& h) {
         }
         return;
     }
-    if (h.seq != vi->rx_seq || (vi->rel_proto && vi->rx_busy)) {
-        if (vi->rel_proto)
-            out_of_order(*vi, h);
-        else
-            flush_vi(*vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);
-        return;
-    }
-    vi->rx_seq = h.seq + 1;
-    vi->rx_gap_frames = 0;
     if (uint32_t bad = check_remote(*vi, x.addr, x.memh, h.msg_len, false, &src)) {
         bump(vi->st->c.errors);
         bump(status_->nic.errors);
@@ -522,10 +514,8 @@ void Engine::on_nak(const RxFrame& f, const nicfw_frame_hdr& h) {
     it->status = (h.imm & NICFW_DS_ERROR_MASK) ? (h.imm & NICFW_DS_ERROR_MASK) : NICFW_DS_TRANSPORT_ERROR;
     it->done = true;
     nicfw_async_code why = NICFW_AE_RDMAW_PROT;
-    if (it->kind == TxEntry::kRead) {
-        vi->reads_out--;
-        why = NICFW_AE_RDMAR_PROT;
-    }
+    if (it->answered()) vi->reads_out--;
+    if (it->kind == TxEntry::kRead) why = NICFW_AE_RDMAR_PROT;
     retire(*vi);  // invalidates it
     flush_vi(*vi, NICFW_VI_ERROR, false, why);
 }

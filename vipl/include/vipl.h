@@ -449,6 +449,54 @@ VIP_RETURN VipExtQueryFaultCounters(VIP_NIC_HANDLE NicHandle, VIP_EXT_FAULT_COUN
  * VIP_INVALID_PARAMETER. Takes effect at once, also on a connected VI. */
 VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE ViHandle, VIP_ULONG Milliseconds);
 
+/* NIC atomics (docs/offloads.md): remote fetch-add and compare-and-swap on an 8-byte
+ * aligned word of the peer's registered memory, done by the peer's NIC without its
+ * program, the old value written into a local buffer. Post a VIP_EXT_ATOMIC_DESCRIPTOR
+ * (aligned to VIP_DESCRIPTOR_ALIGNMENT, in registered memory) with VipPostSend, on a
+ * connected reliable VI (an unreliable one completes it with VIP_STATUS_FORMAT_ERROR):
+ *   CS.Control  VIP_EXT_CONTROL_OP_ATOMIC | VIP_EXT_CONTROL_ATOMIC_FETCH_ADD or _CMP_SWAP
+ *               (VIP_CONTROL_QFENCE allowed), CS.SegCount 3
+ *   Remote      the word (its address in the peer, the peer's memory handle)
+ *   Args        fetch-add: Operand = the addend; compare-and-swap: Operand = the value
+ *               to compare with, Swap = the value stored when they are equal
+ *   Result      8 bytes of local registered memory (Length 8) for the old value
+ * It completes in post order with VIP_EXT_STATUS_OP_ATOMIC, Length 8. The peer checks
+ * it as an RDMA write (handle, range, protection tag, its VI's EnableRdmaWrite) and also
+ * that the region allows atomics (VipExtSetMemAtomics) and the word is 8-byte aligned:
+ * a refusal completes it with VIP_STATUS_RDMA_PROT_ERROR and breaks the connection. An
+ * atomic is applied exactly once, also when the wire loses, repeats or reorders frames.
+ * Atomics on one word are atomic against each other and against the peer program's own
+ * locked instructions (lock xadd, lock cmpxchg, C11 atomics) on it. */
+#define VIP_EXT_CONTROL_OP_ATOMIC 0x3 /* VIA's reserved op, softvia's offload operations */
+#define VIP_EXT_CONTROL_ATOMIC_FETCH_ADD 0x0010
+#define VIP_EXT_CONTROL_ATOMIC_CMP_SWAP 0x0020
+#define VIP_EXT_STATUS_OP_ATOMIC 0x50000
+
+typedef struct {
+    VIP_UINT64 Operand;
+    VIP_UINT64 Swap;
+} VIP_EXT_ATOMIC_SEGMENT;
+
+typedef struct {
+    VIP_CONTROL_SEGMENT CS;
+    VIP_ADDRESS_SEGMENT Remote;
+    VIP_EXT_ATOMIC_SEGMENT Args;
+    VIP_DATA_SEGMENT Result;
+} VIP_EXT_ATOMIC_DESCRIPTOR;
+
+/* Opens (Enable true) or closes a registered region to NIC atomics from peers; a new
+ * registration starts closed. VIP_INVALID_PARAMETER for a handle or address that does
+ * not name a registration, or memory that is not writable. */
+VIP_RETURN VipExtSetMemAtomics(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VIP_MEM_HANDLE MemHandle,
+                               VIP_BOOLEAN Enable);
+
+/* What this NIC did as the target of atomics: applied, answered again from its record
+ * of recent answers (a repeated request on a lossy wire), refused. */
+typedef struct {
+    VIP_UINT64 Applied, Replayed, Refused;
+} VIP_EXT_ATOMIC_COUNTERS;
+VIP_RETURN VipExtQueryAtomicCounters(VIP_NIC_HANDLE NicHandle, VIP_EXT_ATOMIC_COUNTERS *Counters);
+
 /* A readable name of a VIP_RETURN value ("VIP_NO_MATCH"); never NULL. */
 const char *VipExtReturnString(VIP_RETURN Code);
 

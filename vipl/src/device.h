@@ -43,7 +43,14 @@ static_assert(same(VIP_CONTROL_OP_SENDRECV, NICFW_DC_OP_SEND) && same(VIP_CONTRO
               same(VIP_CONTROL_OP_RDMAREAD, NICFW_DC_OP_RDMA_READ) && same(VIP_CONTROL_OP_RESERVED, NICFW_DC_OP_RESERVED) &&
               same(VIP_CONTROL_OP_MASK, NICFW_DC_OP_MASK) && same(VIP_CONTROL_IMMEDIATE, NICFW_DC_IMMEDIATE) &&
               same(VIP_CONTROL_QFENCE, NICFW_DC_QFENCE) && same(VIP_CONTROL_RESERVED, NICFW_DC_RESERVED) &&
-              same(VIP_EXT_CONTROL_REPLY, NICFW_DC_REPLY));
+              same(VIP_EXT_CONTROL_REPLY, NICFW_DC_REPLY) && same(VIP_EXT_CONTROL_OP_ATOMIC, NICFW_DC_OP_OFFLOAD) &&
+              same(VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, NICFW_OFFLOAD_OP_FETCH_ADD << NICFW_DC_OFFLOAD_SHIFT) &&
+              same(VIP_EXT_CONTROL_ATOMIC_CMP_SWAP, NICFW_OFFLOAD_OP_CMP_SWAP << NICFW_DC_OFFLOAD_SHIFT));
+// An atomic descriptor: address segment, operands, result segment, as the device reads them.
+static_assert(sizeof(VIP_EXT_ATOMIC_SEGMENT) == sizeof(nicfw_atomic_args));
+static_assert(offsetof(VIP_EXT_ATOMIC_DESCRIPTOR, Remote) == offsetof(nicfw_desc, ds) &&
+              offsetof(VIP_EXT_ATOMIC_DESCRIPTOR, Args) == offsetof(nicfw_desc, ds) + sizeof(nicfw_desc_seg) &&
+              offsetof(VIP_EXT_ATOMIC_DESCRIPTOR, Result) == offsetof(nicfw_desc, ds) + 2 * sizeof(nicfw_desc_seg));
 
 // ---- status bits the device writes: VIA's, so the driver hands them on unchanged
 static_assert(same(VIP_STATUS_DONE, NICFW_DS_DONE) && same(VIP_STATUS_FORMAT_ERROR, NICFW_DS_FORMAT_ERROR) &&
@@ -58,7 +65,7 @@ static_assert(same(VIP_STATUS_OP_SEND, NICFW_DS_OP_SEND) && same(VIP_STATUS_OP_R
               same(VIP_STATUS_OP_RDMA_WRITE, NICFW_DS_OP_RDMA_WRITE) &&
               same(VIP_STATUS_OP_REMOTE_RDMA_WRITE, NICFW_DS_OP_REMOTE_RDMA_WRITE) &&
               same(VIP_STATUS_OP_RDMA_READ, NICFW_DS_OP_RDMA_READ) && same(VIP_STATUS_OP_MASK, NICFW_DS_OP_MASK) &&
-              same(VIP_STATUS_IMMEDIATE, NICFW_DS_IMMEDIATE));
+              same(VIP_STATUS_IMMEDIATE, NICFW_DS_IMMEDIATE) && same(VIP_EXT_STATUS_OP_ATOMIC, NICFW_DS_OP_ATOMIC));
 
 // ---- VI state and service levels
 static_assert(same(VIP_STATE_IDLE, NICFW_VI_IDLE) && same(VIP_STATE_CONNECTED, NICFW_VI_CONNECTED) &&

@@ -473,6 +473,25 @@ VIPL_API VIP_RETURN VipExtSetViContext(VIP_VI_HANDLE h, VIP_PVOID ctx) {
     return VIP_SUCCESS;
 }
 
+VIPL_API VIP_RETURN VipExtSetMemAtomics(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_MEM_HANDLE memh, VIP_BOOLEAN enable) {
+    NicObj* nic = nic_of(h);
+    if (!nic) return VIP_INVALID_PARAMETER;
+    return nic->eng->set_mem_atomics(reinterpret_cast<uint64_t>(va), memh, enable != 0) < 0 ? VIP_INVALID_PARAMETER
+                                                                                            : VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtQueryAtomicCounters(VIP_NIC_HANDLE h, VIP_EXT_ATOMIC_COUNTERS* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out) return VIP_INVALID_PARAMETER;
+    uint32_t index = 0;
+    if (!nicfw::offload_for_op(NICFW_OFFLOAD_OP_FETCH_ADD, &index)) return VIP_EXT_NOT_IMPLEMENTED;
+    // The atomics offload's counters, in its order: applied, replayed, refused.
+    out->Applied = nic->eng->offload_counter(index, 0);
+    out->Replayed = nic->eng->offload_counter(index, 1);
+    out->Refused = nic->eng->offload_counter(index, 2);
+    return VIP_SUCCESS;
+}
+
 VIPL_API VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE h, VIP_ULONG ms) {
     ViObj* vi = vi_of(h);
     if (!vi) return VIP_INVALID_PARAMETER;

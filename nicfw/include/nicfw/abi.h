@@ -72,12 +72,20 @@ typedef struct {
 #define NICFW_DC_OP_SEND 0x0u
 #define NICFW_DC_OP_RDMA_WRITE 0x1u
 #define NICFW_DC_OP_RDMA_READ 0x2u
-#define NICFW_DC_OP_RESERVED 0x3u
+#define NICFW_DC_OP_RESERVED 0x3u  /* VIA's reserved op: softvia's offload operations */
+#define NICFW_DC_OP_OFFLOAD NICFW_DC_OP_RESERVED
 #define NICFW_DC_OP_MASK 0x3u
 #define NICFW_DC_IMMEDIATE 0x4u
 #define NICFW_DC_QFENCE 0x8u
 #define NICFW_DC_REPLY 0x8000u    /* steering: the message is a reply (a softvia extension) */
 #define NICFW_DC_RESERVED 0xFFF0u /* bits the device refuses, NICFW_DC_REPLY aside */
+/* Offload operations (op NICFW_DC_OP_OFFLOAD): bits 4-7 of control name which one, so
+ * an offload adds descriptor opcodes without taking more of VIA's reserved bits. */
+#define NICFW_DC_OFFLOAD_SHIFT 4u
+#define NICFW_DC_OFFLOAD_MASK 0x00F0u
+#define NICFW_DC_OFFLOAD_OP(c) (((c) & NICFW_DC_OFFLOAD_MASK) >> NICFW_DC_OFFLOAD_SHIFT)
+#define NICFW_OFFLOAD_OP_FETCH_ADD 1u  /* NIC atomics (nicfw/offload/atomics) */
+#define NICFW_OFFLOAD_OP_CMP_SWAP 2u
 
 /* status: what the device writes back (VIA's bit values, so the driver passes them on) */
 #define NICFW_DS_DONE 0x1u
@@ -95,6 +103,7 @@ typedef struct {
 #define NICFW_DS_OP_RDMA_WRITE 0x20000u
 #define NICFW_DS_OP_REMOTE_RDMA_WRITE 0x30000u
 #define NICFW_DS_OP_RDMA_READ 0x40000u
+#define NICFW_DS_OP_ATOMIC 0x50000u      /* softvia: a NIC atomic (fetch-add, compare-and-swap) */
 #define NICFW_DS_OP_MASK 0x70000u
 #define NICFW_DS_IMMEDIATE 0x80000u
 
@@ -183,14 +192,19 @@ enum nicfw_frame_type {
     NICFW_F_READ_REQ = 11,    /* RDMA read request; nicfw_rdma_ext follows (frag_len unused) */
     NICFW_F_READ_RESP = 12,   /* a fragment of RDMA read data; seq = the request's seq */
     NICFW_F_NAK = 13,         /* the target refused a request: imm = NICFW_DS_* bits */
-    NICFW_F_TYPE_MAX = 13
+    NICFW_F_CORE_MAX = 13,
+    /* Offload frames (nicfw/offload/): types from here up belong to offloads. */
+    NICFW_F_ATOMIC_REQ = 14,  /* NIC atomic request: nicfw_rdma_ext, then nicfw_atomic_args */
+    NICFW_F_ATOMIC_RESP = 15, /* its answer: seq = the request's, 8 bytes of old value */
+    NICFW_F_TYPE_MAX = 15
 };
 
 /* Names for tracing and status readers (softvia-nicinfo, the Wireshark dissector's). */
 static inline const char *nicfw_frame_type_name(unsigned type) {
     static const char *const names[NICFW_F_TYPE_MAX + 1] = {
         "?", "DATA", "ACK", "CONN_REQ", "CONN_ACCEPT", "CONN_REJECT", "CONN_NOMATCH",
-        "PEER_REQ", "PEER_ACK", "DISCONNECT", "RDMA_WRITE", "READ_REQ", "READ_RESP", "NAK"};
+        "PEER_REQ", "PEER_ACK", "DISCONNECT", "RDMA_WRITE", "READ_REQ", "READ_RESP", "NAK",
+        "ATOMIC_REQ", "ATOMIC_RESP"};
     return type <= NICFW_F_TYPE_MAX ? names[type] : "?";
 }
 static inline const char *nicfw_vi_state_name(uint32_t state) {
@@ -231,6 +245,13 @@ typedef struct {
     uint32_t memh;  /* remote memory handle */
     uint32_t reserved;
 } nicfw_rdma_ext;
+
+/* Operands of a NIC atomic: in the descriptor (segment 1, after the address segment)
+ * and on the wire (after nicfw_rdma_ext in ATOMIC_REQ). Fetch-add: add = operand[0].
+ * Compare-and-swap: compare = operand[0], swap = operand[1]. */
+typedef struct {
+    uint64_t operand[2];
+} nicfw_atomic_args;
 
 /* Connection control payload (after the header) for CONN_* and PEER_* frames. */
 typedef struct {
@@ -303,6 +324,7 @@ NICFW_STATIC_ASSERT(sizeof(nicfw_cqe) == 24, "completion entry");
 NICFW_STATIC_ASSERT(sizeof(nicfw_frame_hdr) == 32, "wire frame header");
 NICFW_STATIC_ASSERT(sizeof(nicfw_rdma_ext) == 16, "RDMA extension header");
 NICFW_STATIC_ASSERT(sizeof(nicfw_vi_status) == 88, "status page VI line");
+NICFW_STATIC_ASSERT(sizeof(nicfw_atomic_args) == sizeof(nicfw_desc_seg), "atomic operands take one segment");
 
 #ifdef __cplusplus
 }

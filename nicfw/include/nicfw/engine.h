@@ -32,6 +32,7 @@
 #include "nicfw/abi.h"
 #include "nicfw/hostmem.h"
 #include "nicfw/memtable.h"
+#include "nicfw/offload.h"
 #include "nicfw/queues.h"
 #include "nicfw/spinlock.h"
 #include "nicfw/transport.h"
@@ -189,6 +190,68 @@ public:
     // peer index this NIC knows). For fuzzing and tests; takes the engine lock.
     void inject_frame(int peer, const uint8_t* data, uint32_t len);
 
+    // ---- services for offloads (nicfw/offload.h; docs/offloads.md) ----
+    // Called from an offload's hooks, under the engine lock.
+    // A remote access to [addr, addr+len) of this NIC's memory through vi: the handle
+    // must name a live region holding the range, with vi's protection tag, and both the
+    // region and the VI must allow the operation. 0 (and the host address) or the status.
+    uint32_t check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host);
+    // The live region a memory handle names (null: none).
+    const Region* region(uint32_t memh) { return mem_.find(memh); }
+    // Checks count data segments of descriptor d from segment first against the memory
+    // table (the VI's tag) and resolves them to host ranges; 0 or the status bit.
+    // reg: the region check_desc found for the descriptor (segments in it skip a lookup).
+    uint32_t validate_segments(Vi& vi, nicfw_desc* d, uint32_t first, uint32_t count, Seg* out,
+                               uint32_t* total, const WorkItem& w, const Region* reg);
+    // A frame to peer: reserved on its link (null while it is full), then committed.
+    uint8_t* frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr);
+    void frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload);
+    // A header for a frame from vi to its peer VI: type set, every other field zero.
+    static nicfw_frame_hdr frame_to(const Vi& vi, uint8_t type) {
+        nicfw_frame_hdr h{};
+        h.type = type;
+        h.version = NICFW_ABI_VERSION;
+        h.dst_vi = vi.remote_vi;
+        h.src_vi = vi.id;
+        return h;
+    }
+    // A small frame (header and h.msg_len bytes of payload) that is never lost to a full
+    // link: it waits in the peer's backlog, ahead of later data.
+    void queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
+    // The VI a received frame is for, if it exists and is connected to the frame's sender.
+    Vi* frame_target(const RxFrame& f, const nicfw_frame_hdr& h);
+    // A frame for a VI that is not connected to its sender: tell the sender (lossy wires).
+    void answer_stale(const RxFrame& f, const nicfw_frame_hdr& h);
+    // A request the target takes in sequence (seq), as RDMA reads are; true if it is the
+    // next one and is now taken (rx_seq moves past it). False: a repeat (*repeat set: it
+    // was taken before, answer again if the answer may have been lost), or out of order
+    // (reported to the sender, or the connection broken without retransmission).
+    bool take_request(Vi& vi, const nicfw_frame_hdr& h, bool* repeat);
+    // The target refuses request seq with status (NICFW_DS_* error bits): a NAK goes to
+    // the initiator and the reliable connection breaks (VIA 1.0).
+    void refuse(Vi& vi, uint32_t status, uint32_t seq, nicfw_async_code why);
+    // The answer to this VI's offload request seq came: its result (len bytes from data)
+    // goes to the request's result buffer and the descriptor completes, in post order.
+    // False if no such request waits (a repeated or stray answer).
+    bool answer_offload(Vi& vi, uint32_t seq, const void* data, uint32_t len);
+    // An acknowledgement: every request of vi before seq was taken by the target.
+    void apply_ack(Vi& vi, uint32_t seq, bool gap);
+    void count_tx(Vi& vi, uint32_t bytes);
+    void count_drop() { bump(status_->nic.drops); }
+    void count_error(Vi& vi) {
+        bump(vi.st->c.errors);
+        bump(status_->nic.errors);
+    }
+    // An offload's counters (Offload::counter_names), by registry index.
+    void offload_count(uint32_t index, uint32_t counter, uint64_t n = 1) {
+        bump(offload_counters_[index][counter], n);
+    }
+    uint64_t offload_counter(uint32_t index, uint32_t counter) const {
+        return __atomic_load_n(&offload_counters_[index][counter], __ATOMIC_RELAXED);
+    }
+    // Opens or closes a registered region to NIC atomics (as set_mem_attrs does for RDMA).
+    int set_mem_atomics(uint64_t va, uint32_t memh, bool enable);
+
 private:
     Engine() = default;
     bool try_ring(const nicfw_doorbell& db) {
@@ -230,10 +293,6 @@ private:
     TxEntry* pending_entry(Vi& vi, uint32_t seq);
     bool serve_reads(Vi& vi);
     void retire(Vi& vi);
-    uint32_t check_remote(Vi& vi, uint64_t addr, uint32_t memh, uint64_t len, bool write, uint8_t** host);
-    // reg: the region check_desc found for the descriptor (segments in it skip a lookup).
-    uint32_t validate_segments(Vi& vi, nicfw_desc* d, uint32_t first, uint32_t count, Seg* out,
-                               uint32_t* total, const WorkItem& w, const Region* reg);
     // Checks w's descriptor and takes one snapshot of its control segment into *cs.
     uint32_t check_desc(Vi& vi, const WorkItem& w, nicfw_desc_ctrl* cs, const Region** reg = nullptr);
     // Segments checked earlier, checked again against the memory table as it is now:
@@ -244,22 +303,10 @@ private:
     bool rx_mem_ok(Vi& vi);
     void fail_receive(Vi& vi);
     void refuse_read(Vi& vi, uint32_t seq);
-    uint8_t* frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr);
-    // A header for a frame from vi to its peer VI: type set, every other field zero.
-    static nicfw_frame_hdr frame_to(const Vi& vi, uint8_t type) {
-        nicfw_frame_hdr h{};
-        h.type = type;
-        h.version = NICFW_ABI_VERSION;
-        h.dst_vi = vi.remote_vi;
-        h.src_vi = vi.id;
-        return h;
-    }
-    void frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload);
     // Control frames never get lost to a full link: they wait in a per-peer backlog,
     // and data to that peer waits behind them so the order on the wire is kept.
     void send_control(int peer, uint8_t type, uint32_t dst_vi, uint32_t src_vi, uint32_t req_id,
                       const nicfw_conn_payload* pl);
-    void queue_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
     bool try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload);
     bool flush_backlog();
     bool flush_acks(bool now = false);
@@ -305,23 +352,21 @@ private:
         uint32_t min_len;
         void (*handle)(Engine&, const RxFrame&, const nicfw_frame_hdr&);
     };
-    static const FrameOp kFrameOps[NICFW_F_TYPE_MAX + 1];  // the opcode table (responder.cc)
+    static const FrameOp kFrameOps[NICFW_F_CORE_MAX + 1];  // the opcode table (responder.cc);
+                                                          // offload frames: nicfw/offload.h
     void handle_frame(const RxFrame& f);
     void on_data(const RxFrame& f, const nicfw_frame_hdr& h);
     void on_ack(const RxFrame& f, const nicfw_frame_hdr& h);
-    void apply_ack(Vi& vi, uint32_t seq, bool gap);
     void on_read_req(const RxFrame& f, const nicfw_frame_hdr& h);
     void on_read_resp(const RxFrame& f, const nicfw_frame_hdr& h);
     void on_nak(const RxFrame& f, const nicfw_frame_hdr& h);
     void send_nak(Vi& vi, uint32_t status, uint32_t seq);
     void send_ack_now(Vi& vi, uint32_t next_seq);
     void on_control(const RxFrame& f, const nicfw_frame_hdr& h);
-    void answer_stale(const RxFrame& f, const nicfw_frame_hdr& h);
     bool answer_repeat(int peer, const nicfw_frame_hdr& h);
     void forget_held(const ConnRequest& req);
     bool begin_receive(Vi& vi, const nicfw_frame_hdr& h);
     void begin_write(Vi& vi, const nicfw_frame_hdr& h, const nicfw_rdma_ext& x);
-    void refuse(Vi& vi, uint32_t status, uint32_t seq, nicfw_async_code why);
     void finish_refusal(Vi& vi);
     void finish_receive(Vi& vi, uint32_t status, const nicfw_frame_hdr* last);
     void abandon_receive(Vi& vi);
@@ -342,9 +387,11 @@ private:
     }
     void flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, nicfw_async_code why);
     void raise(Vi* vi, Cq* cq, nicfw_desc* d, nicfw_async_resource res, nicfw_async_code code);
-    void count_tx(Vi& vi, uint32_t bytes);
+    uint32_t load_offload(Vi& vi, const WorkItem& w, const nicfw_desc_ctrl& cs);
+    void on_offload_frame(const RxFrame& f, const nicfw_frame_hdr& h);
 
     EngineConfig cfg_;
+    uint64_t offload_counters_[kMaxOffloads][kMaxOffloadCounters] = {};
     std::unique_ptr<Transport> tr_;
     FaultTransport* faults_ = nullptr;  // tr_ itself, when fault injection is on
     uint32_t mtu_ = 0;  // payload bytes per DATA frame

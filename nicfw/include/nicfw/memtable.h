@@ -23,6 +23,7 @@ struct Region {
     uint16_t gen = 0;
     bool rdma_write = false;
     bool rdma_read = false;
+    bool atomics = false;  // NIC atomics may target it (Engine::set_mem_atomics)
 };
 
 class MemTable {
@@ -48,6 +49,7 @@ public:
         r.ptag = ptag;
         r.rdma_write = rdma_w;
         r.rdma_read = rdma_r;
+        r.atomics = false;
         if (++r.gen == 0) r.gen = 1;  // generation 0 never appears in a handle
         *memh = NICFW_MEMH_MAKE(idx, r.gen);
         // Release pairs with probe()'s acquire: a matching key means base/len are set.

@@ -21,6 +21,9 @@ inline nicfw_desc_seg* desc_segment(nicfw_desc* d, uint32_t i) {
     return reinterpret_cast<nicfw_desc_seg*>(reinterpret_cast<uint8_t*>(d) + sizeof(nicfw_desc_ctrl)) + i;
 }
 
+// The status op bits of an offload descriptor with this control (nicfw/offload/registry.cc).
+uint32_t offload_status_op(uint16_t control);
+
 // The status op bits of a send-queue descriptor, from its control (for completions that
 // happen before the descriptor was started, such as a flush). Unreadable: a send.
 inline uint32_t send_op_status(const nicfw_desc* d) {
@@ -29,6 +32,7 @@ inline uint32_t send_op_status(const nicfw_desc* d) {
     switch (control & NICFW_DC_OP_MASK) {
         case NICFW_DC_OP_RDMA_WRITE: return NICFW_DS_OP_RDMA_WRITE;
         case NICFW_DC_OP_RDMA_READ: return NICFW_DS_OP_RDMA_READ;
+        case NICFW_DC_OP_OFFLOAD: return offload_status_op(control);
         default: return NICFW_DS_OP_SEND;
     }
 }
@@ -90,8 +94,8 @@ struct Seg {
 // With retransmission on, every request stays here until acknowledged; a resend reads
 // the descriptor again (the NIC owns it until it completes) and re-checks it.
 struct TxEntry {
-    enum Kind : uint8_t { kLocal, kAcked, kRead };
-    Kind kind = kLocal;  // done at transmit / on ACK / on data
+    enum Kind : uint8_t { kLocal, kAcked, kRead, kOffload };
+    Kind kind = kLocal;  // done at transmit / on ACK / on data / on the offload's answer
     bool done = false;
     nicfw_desc* desc = nullptr;
     uint32_t memh = 0;    // of the region holding desc
@@ -104,6 +108,10 @@ struct TxEntry {
     uint32_t got = 0;     // kRead: bytes placed so far
     uint32_t epoch = 0;   // kRead: MemTable::epoch when segs were checked
     std::vector<Seg> segs;  // kRead: where the data goes (checked at post)
+    uint8_t offload = 0;    // kOffload: registry index of its offload
+
+    // Reads and offload requests complete when the target answers (Vi::reads_out).
+    bool answered() const { return kind == kRead || kind == kOffload; }
 
     // Back to a fresh entry; segs keeps its storage for the next read in this slot.
     void reset() {
@@ -113,6 +121,7 @@ struct TxEntry {
         memh = status = len = op = seq = got = epoch = 0;
         resent = false;
         sent_ns = 0;
+        offload = 0;
         segs.clear();
     }
 };

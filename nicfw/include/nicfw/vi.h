@@ -7,10 +7,12 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "nicfw/abi.h"
+#include "nicfw/offload.h"
 #include "nicfw/queues.h"
 #include "nicfw/spinlock.h"
 
@@ -107,7 +109,8 @@ struct Vi {
     bool steering = false;
     Cq* rcq_reply = nullptr;
     TxRing pending;               // transmitted, completing in post order
-    uint32_t reads_out = 0;       // RDMA reads issued and not finished (QFENCE waits on them)
+    uint32_t reads_out = 0;       // RDMA reads and offload requests (atomics) issued and not
+                                  // answered (QFENCE waits on them)
     std::deque<ReadService> serve;  // RDMA reads we answer, oldest first
     // A refused request waits for the reads accepted before it to be served; then the
     // NAK goes and the connection breaks. Meanwhile nothing more is taken from the peer.
@@ -130,6 +133,13 @@ struct Vi {
     WorkItem tx_w{};          // the descriptor being transmitted
     uint32_t tx_cur_seq = 0;  // and its sequence number
     bool tx_resend = false;   // it is a resend (already in pending)
+    OffloadRequest tx_offload;    // op NICFW_DC_OP_OFFLOAD: the request its offload decoded
+    uint8_t tx_offload_index = 0; // and that offload's registry index
+    uint32_t tx_status_op = 0;    // its completions' NICFW_DS_OP_*
+
+    // Offloads' own per-VI state (nicfw/offload.h), by registry index; a new connection
+    // starts without it.
+    std::unique_ptr<OffloadViState> offload_state[kMaxOffloads];
 
     // Retransmission (rel_proto: a reliable VI on a lossy wire; docs/reliability.md).
     bool rel_proto = false;
@@ -177,6 +187,7 @@ struct Vi {
         srtt_ns = rttvar_ns = 0;  // a new peer, perhaps on another path: measure again
         rx_gap_frames = 0;
         ack_gap = false;
+        for (auto& s : offload_state) s.reset();
     }
 
     nicfw_vi_status* st = nullptr;  // this VI's line in the status page

@@ -1,0 +1,184 @@
+// offload/atomics -- NIC atomics: remote fetch-add and compare-and-swap on 8-byte aligned
+// words of registered memory, the first offload written against nicfw/offload.h.
+//
+// Descriptor (send queue, op NICFW_DC_OP_OFFLOAD, offload op FETCH_ADD or CMP_SWAP):
+//   segment 0  address segment: the remote word (address, memory handle)
+//   segment 1  nicfw_atomic_args: add, or compare and swap
+//   segment 2  data segment: 8 bytes of local registered memory for the old value
+// Wire: ATOMIC_REQ (seq, imm = op; nicfw_rdma_ext; nicfw_atomic_args), answered by
+// ATOMIC_RESP (seq; the old value) or a NAK with the refusal's status.
+//
+// The target checks a request as it checks an RDMA write (handle, range, protection tag,
+// the VI's RDMA write enable) and also the region's atomics enable bit and the word's
+// alignment; it applies the operation with one locked instruction on host memory
+// (hostmem::fetch_add64 / cas64: a fault refuses it, nothing changes).
+//
+// Exactly once: atomics need a reliable VI. On a lossy wire the initiator resends a
+// request whose answer did not come; the target keeps the answers of the last kTxWindow
+// requests it applied, by sequence number, and answers a repeat from there instead of
+// applying it again (as RDMA NICs keep their responder resources). The initiator never
+// has more than kTxWindow requests in flight, so a repeat is always still there.
+#include <cstring>
+
+#include "nicfw/engine.h"
+#include "nicfw/offload.h"
+#include "src/datapath.h"  // the inline frame and descriptor services
+
+namespace softvia::nicfw {
+namespace {
+
+enum Counter : uint32_t { kApplied, kReplayed, kRefused };
+constexpr uint32_t kReqPayload = sizeof(nicfw_rdma_ext) + sizeof(nicfw_atomic_args);
+constexpr uint32_t kHdrLen = sizeof(nicfw_frame_hdr);
+
+// The answers a VI's target side keeps for repeats.
+struct AtomicsViState : OffloadViState {
+    struct Answer {
+        uint32_t seq;
+        bool valid;
+        uint64_t old;
+    };
+    Answer answers[kTxWindow] = {};
+};
+
+uint32_t self_index() {
+    uint32_t index = 0;
+    offload_for_op(NICFW_OFFLOAD_OP_FETCH_ADD, &index);
+    return index;
+}
+
+AtomicsViState& vi_state(Vi& vi) {
+    auto& slot = vi.offload_state[self_index()];
+    if (!slot) slot = std::make_unique<AtomicsViState>();
+    return static_cast<AtomicsViState&>(*slot);
+}
+
+uint32_t load(Engine& e, Vi& vi, const WorkItem& w, const nicfw_desc_ctrl& cs, OffloadRequest* req) {
+    // Exactly once needs sequence numbers the target keeps: reliable VIs only. No
+    // immediate data, no reply class: an atomic consumes no receive descriptor.
+    if (vi.attrs.reliability == NICFW_REL_UNRELIABLE || cs.seg_count != 3 ||
+        (cs.control & (NICFW_DC_IMMEDIATE | NICFW_DC_REPLY)))
+        return NICFW_DS_FORMAT_ERROR;
+    nicfw_desc_seg remote;
+    nicfw_atomic_args args;
+    if (!hostmem::load(desc_segment(w.desc, 0), &remote) || !hostmem::load(desc_segment(w.desc, 1), &args))
+        return NICFW_DS_PROTECTION_ERROR;
+    if (remote.addr % 8) return NICFW_DS_FORMAT_ERROR;  // the target would refuse it too
+    uint32_t total = 0;
+    if (uint32_t bad = e.validate_segments(vi, w.desc, 2, 1, &req->result, &total, w, nullptr)) return bad;
+    if (total != sizeof(uint64_t)) return NICFW_DS_LENGTH_ERROR;
+    req->raddr = remote.addr;
+    req->rmemh = remote.memh;
+    req->arg[0] = args.operand[0];
+    req->arg[1] = args.operand[1];
+    return 0;
+}
+
+bool emit(Engine& e, Vi& vi, const OffloadRequest& req, uint32_t seq) {
+    nicfw_frame_hdr* h;
+    uint8_t* p = e.frame_reserve(vi.peer, kReqPayload, &h);
+    if (!p) return false;
+    *h = Engine::frame_to(vi, NICFW_F_ATOMIC_REQ);
+    h->msg_len = sizeof(uint64_t);
+    h->seq = seq;
+    h->imm = req.op;
+    const nicfw_rdma_ext x{req.raddr, req.rmemh, 0};
+    const nicfw_atomic_args a{{req.arg[0], req.arg[1]}};
+    memcpy(p, &x, sizeof x);
+    memcpy(p + sizeof x, &a, sizeof a);
+    e.frame_commit(vi.peer, h, kReqPayload);
+    e.count_tx(vi, 0);
+    return true;
+}
+
+void send_answer(Engine& e, Vi& vi, uint32_t seq, uint64_t old) {
+    nicfw_frame_hdr h = Engine::frame_to(vi, NICFW_F_ATOMIC_RESP);
+    h.msg_len = sizeof old;
+    h.seq = seq;
+    e.queue_control(vi.peer, h, reinterpret_cast<const uint8_t*>(&old));
+}
+
+// Target: check, apply once, answer.
+void on_request(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
+    Vi* vi = e.frame_target(f, h);
+    if (!vi || vi->attrs.reliability == NICFW_REL_UNRELIABLE) {
+        e.count_drop();  // atomics exist on reliable VIs only
+        if (!vi) e.answer_stale(f, h);
+        return;
+    }
+    nicfw_rdma_ext x;
+    nicfw_atomic_args a;
+    memcpy(&x, f.data + kHdrLen, sizeof x);
+    memcpy(&a, f.data + kHdrLen + sizeof x, sizeof a);
+    AtomicsViState& st = vi_state(*vi);
+    AtomicsViState::Answer& slot = st.answers[h.seq % kTxWindow];
+    bool repeat;
+    if (!e.take_request(*vi, h, &repeat)) {
+        // Applied before, and its answer may be what was lost: the same answer again.
+        if (repeat && slot.valid && slot.seq == h.seq) {
+            send_answer(e, *vi, h.seq, slot.old);
+            e.offload_count(self_index(), kReplayed);
+        }
+        return;
+    }
+    uint8_t* host = nullptr;
+    uint32_t bad = e.check_remote(*vi, x.addr, x.memh, sizeof(uint64_t), true, &host);
+    if (bad == 0) {
+        const Region* r = e.region(x.memh);
+        if (!r->atomics || x.addr % 8) bad = NICFW_DS_RDMA_PROT_ERROR;
+    }
+    if (bad == 0 && h.imm != NICFW_OFFLOAD_OP_FETCH_ADD && h.imm != NICFW_OFFLOAD_OP_CMP_SWAP)
+        bad = NICFW_DS_FORMAT_ERROR;
+    uint64_t old = 0;
+    if (bad == 0) {
+        auto* word = reinterpret_cast<uint64_t*>(host);
+        const int rc = h.imm == NICFW_OFFLOAD_OP_FETCH_ADD ? hostmem::fetch_add64(word, a.operand[0], &old)
+                                                           : hostmem::cas64(word, a.operand[0], a.operand[1], &old);
+        if (rc != 0) bad = NICFW_DS_RDMA_PROT_ERROR;  // unmapped or made read-only since it was registered
+    }
+    if (bad) {
+        e.count_error(*vi);
+        e.offload_count(self_index(), kRefused);
+        e.refuse(*vi, bad, h.seq, NICFW_AE_RDMAW_PROT);
+        return;
+    }
+    slot = AtomicsViState::Answer{h.seq, true, old};
+    e.offload_count(self_index(), kApplied);
+    send_answer(e, *vi, h.seq, old);
+}
+
+// Initiator: the old value for request seq.
+void on_answer(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
+    Vi* vi = e.frame_target(f, h);
+    if (!vi || h.msg_len != sizeof(uint64_t)) {
+        e.count_drop();
+        return;
+    }
+    uint64_t old;
+    memcpy(&old, f.data + kHdrLen, sizeof old);
+    // The target took every request before this one: it acknowledges them too.
+    e.apply_ack(*vi, h.seq, false);
+    if (vi->state.load(std::memory_order_relaxed) != NICFW_VI_CONNECTED) return;
+    e.answer_offload(*vi, h.seq, &old, sizeof old);
+}
+
+const OffloadFrameOp kFrames[] = {
+    {NICFW_F_ATOMIC_REQ, "ATOMIC_REQ", kHdrLen + kReqPayload, on_request},
+    {NICFW_F_ATOMIC_RESP, "ATOMIC_RESP", kHdrLen + sizeof(uint64_t), on_answer},
+};
+
+}  // namespace
+
+extern const Offload kAtomicsOffload;
+const Offload kAtomicsOffload = {
+    "atomics",
+    (1u << NICFW_OFFLOAD_OP_FETCH_ADD) | (1u << NICFW_OFFLOAD_OP_CMP_SWAP),
+    NICFW_DS_OP_ATOMIC,
+    kFrames,
+    sizeof kFrames / sizeof kFrames[0],
+    {"applied", "replayed", "refused", nullptr},
+    load,
+    emit,
+};
+
+}  // namespace softvia::nicfw

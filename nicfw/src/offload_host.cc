@@ -1,0 +1,104 @@
+// offload_host.cc -- the engine's side of the offload interface (nicfw/offload.h): it
+// hands offload descriptors and frames to the offload that owns them, and gives offloads
+// the services they build on (request sequencing, answers that complete descriptors).
+#include <cerrno>
+#include <cstring>
+
+#include "nicfw/engine.h"
+#include "datapath.h"
+
+namespace softvia::nicfw {
+
+// A send descriptor with op NICFW_DC_OP_OFFLOAD: the offload its control names checks it
+// and decodes it into vi.tx_offload. 0 or the status bits it fails with.
+uint32_t Engine::load_offload(Vi& vi, const WorkItem& w, const nicfw_desc_ctrl& cs) {
+    vi.tx_op = NICFW_DC_OP_OFFLOAD;
+    vi.tx_w = w;
+    vi.tx_len = vi.tx_nsegs = vi.tx_off = vi.tx_seg = vi.tx_seg_off = 0;
+    vi.tx_epoch = mem_.epoch();
+    vi.tx_offload = OffloadRequest{};
+    vi.tx_status_op = NICFW_DS_OP_SEND;
+    uint32_t index = 0;
+    const uint32_t op = NICFW_DC_OFFLOAD_OP(cs.control);
+    const Offload* o = offload_for_op(op, &index);
+    if (!o) return NICFW_DS_FORMAT_ERROR;  // no offload serves that operation
+    vi.tx_offload_index = static_cast<uint8_t>(index);
+    vi.tx_status_op = o->status_op;
+    if (cs.control & NICFW_DC_RESERVED & ~(NICFW_DC_OFFLOAD_MASK | NICFW_DC_REPLY)) return NICFW_DS_FORMAT_ERROR;
+    vi.tx_offload.op = op;
+    const uint32_t bad = o->load(*this, vi, w, cs, &vi.tx_offload);
+    vi.tx_len = vi.tx_offload.result.len;
+    return bad;
+}
+
+// Frame types above the core's: the offload that registered the type handles it.
+void Engine::on_offload_frame(const RxFrame& f, const nicfw_frame_hdr& h) {
+    const OffloadFrameOp* op = offload_frame_op(h.type);
+    if (h.version != NICFW_ABI_VERSION || !op || f.len < op->min_len) {
+        bump(status_->nic.drops);
+        return;
+    }
+    op->handle(*this, f, h);
+}
+
+Vi* Engine::frame_target(const RxFrame& f, const nicfw_frame_hdr& h) { return connected_target(*this, f, h); }
+
+bool Engine::take_request(Vi& vi, const nicfw_frame_hdr& h, bool* repeat) {
+    *repeat = false;
+    if (static_cast<int32_t>(h.seq - vi.rx_seq) < 0) {
+        bump(status_->nic.drops);
+        *repeat = vi.rel_proto;  // only retransmission repeats a request
+        return false;
+    }
+    if (h.seq != vi.rx_seq || (vi.rel_proto && vi.rx_busy)) {
+        if (vi.rel_proto)
+            out_of_order(vi, h);
+        else
+            flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);  // a loss on a lossless wire
+        return false;
+    }
+    vi.rx_seq = h.seq + 1;
+    vi.rx_gap_frames = 0;
+    return true;
+}
+
+bool Engine::answer_offload(Vi& vi, uint32_t seq, const void* data, uint32_t len) {
+    TxEntry* e = pending_entry(vi, seq);
+    if (!e || e->kind != TxEntry::kOffload || e->done || e->segs.empty() || len != e->segs[0].len) {
+        bump(status_->nic.drops);
+        return false;
+    }
+    bump(vi.st->c.rx_frames);
+    bump(vi.st->c.rx_bytes, len);
+    // The result buffer was checked at post; if the memory table changed since, again.
+    const Seg& r = e->segs[0];
+    const bool placed = (e->epoch == mem_.epoch() || recheck_segs(vi, &r, 1) == 0) &&
+                        (len == 0 || hostmem::copy(r.ptr, data, len) == 0);
+    e->done = true;
+    vi.reads_out--;
+    if (!placed) [[unlikely]] {
+        // The result buffer went away under the request: it fails, and the VI breaks.
+        e->status = NICFW_DS_PROTECTION_ERROR;
+        retire(vi);
+        flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_POST_DESC);
+        return true;
+    }
+    e->len = len;
+    retire(vi);
+    if (vi.rel_proto) tx_progress(vi, rtx_clock());
+    return true;
+}
+
+int Engine::set_mem_atomics(uint64_t va, uint32_t memh, bool enable) {
+    CtlGuard g(lock_, ctl_waiters_);
+    Region* r = mem_.find(memh);
+    if (!r || r->base.load(std::memory_order_relaxed) != va) return -EINVAL;
+    // Atomics write: the memory must be writable, as for RDMA write.
+    if (enable && !r->atomics) {
+        if (int rc = hostmem::check_access(va, r->len.load(std::memory_order_relaxed), true, nullptr)) return rc;
+    }
+    r->atomics = enable;
+    return 0;
+}
+
+}  // namespace softvia::nicfw

@@ -85,7 +85,20 @@ bool Engine::answer_offload(Vi& vi, uint32_t seq, const void* data, uint32_t len
     }
     e->len = len;
     retire(vi);
-    if (vi.rel_proto) tx_progress(vi, rtx_clock());
+    if (vi.rel_proto) {
+        tx_progress(vi, rtx_clock());
+        // The target answers in sequence order: an earlier request still waiting for its
+        // answer lost it (or its request) on the way. Go back now, not at the timeout
+        // (on_gap goes back at most once per RTO for the same request; a repeated atomic
+        // is answered from the target's record).
+        for (TxEntry& p : vi.pending) {
+            if (static_cast<int32_t>(p.seq - seq) >= 0) break;
+            if (p.answered() && !p.done) {
+                on_gap(vi, p.seq);
+                break;
+            }
+        }
+    }
     return true;
 }
 

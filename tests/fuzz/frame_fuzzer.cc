@@ -202,6 +202,7 @@ private:
     void ring(Endpoint& e, nicfw_desc* d, uint16_t queue);
     void post_recv(Endpoint& e, uint32_t i);
     void post_bad_recv(Endpoint& e, uint8_t variant);
+    bool post_atomic(Endpoint& e, uint32_t op, uint64_t raddr, uint32_t rmemh);
     bool post_send(Endpoint& e, uint16_t control, uint32_t imm, uint64_t raddr, uint32_t rmemh,
                    uint32_t len, bool read);
     Vi* new_vi(const ViAttrs& a);
@@ -499,6 +500,8 @@ void Harness::init() {
     }
     rc = eng_->register_mem(reinterpret_cast<uint64_t>(window_), kWindowBytes, ptag_[0], true, true, &memh_window_);
     FZ_CHECK(rc == 0, "register window: %d", rc);
+    rc = eng_->set_mem_atomics(reinterpret_cast<uint64_t>(window_), memh_window_, true);
+    FZ_CHECK(rc == 0, "open the window to atomics: %d", rc);
     rc = eng_->register_mem(reinterpret_cast<uint64_t>(foreign_), kForeignBytes, ptag_[1], true, true, &memh_foreign_);
     FZ_CHECK(rc == 0, "register foreign: %d", rc);
     for (int r = 0; r < 2; r++) {
@@ -597,6 +600,29 @@ bool Harness::post_send(Endpoint& e, uint16_t control, uint32_t imm, uint64_t ra
     d->cs.imm = imm;
     s->posted = true;
     s->read = read;
+    ring(e, d, NICFW_SENDQ);
+    return true;
+}
+
+// A NIC atomic (nicfw/offload/atomics): remote word, operands, 8-byte result in rbuf.
+bool Harness::post_atomic(Endpoint& e, uint32_t op, uint64_t raddr, uint32_t rmemh) {
+    SendSlot* s = nullptr;
+    for (auto& c : e.send)
+        if (!c.posted) {
+            s = &c;
+            break;
+        }
+    if (!s) return false;
+    nicfw_desc* d = s->d;
+    memset(d, 0, kDescBytes);
+    set_remote(d, 0, raddr, rmemh);
+    const nicfw_atomic_args args{{1, 2}};
+    memcpy(desc_segment(d, 1), &args, sizeof args);
+    set_local(d, 2, e.rbuf, memh_desc_[e.region], 8);
+    d->cs.seg_count = 3;
+    d->cs.control = static_cast<uint16_t>(NICFW_DC_OP_OFFLOAD | (op << NICFW_DC_OFFLOAD_SHIFT));
+    s->posted = true;
+    s->read = true;  // the answer lands in rbuf, as a read's does
     ring(e, d, NICFW_SENDQ);
     return true;
 }
@@ -999,6 +1025,19 @@ void Harness::fixup(uint8_t* f, uint32_t len, nicfw_frame_hdr& h, Endpoint* t) {
             clip_msg();
             if (len >= kHdr + kExt) fix_ext(f + kHdr, t);
             break;
+        case NICFW_F_ATOMIC_REQ:
+            if (len >= kHdr + kExt) fix_ext(f + kHdr, t);
+            break;
+        case NICFW_F_ATOMIC_RESP:
+            // The answer an atomic in flight waits for, when there is one.
+            if (t && t->vi) {
+                for (const TxEntry& e : t->vi->pending)
+                    if (e.kind == TxEntry::kOffload && !e.done) {
+                        h.seq = e.seq;
+                        break;
+                    }
+            }
+            break;
         case NICFW_F_READ_RESP: {
             uint32_t room = len - kHdr;
             if (t && t->vi) {
@@ -1097,6 +1136,13 @@ void Harness::do_action(uint8_t ctl, uint8_t arg) {
             break;
         }
         case kOpRdmaRead: {
+            if ((arg & 15) == 15) {
+                // A NIC atomic on a word of the window instead: compare-and-swap if arg &
+                // 0x10, else fetch-add; the word at (arg >> 5) * 8.
+                post_atomic(e, (arg & 0x10) ? NICFW_OFFLOAD_OP_CMP_SWAP : NICFW_OFFLOAD_OP_FETCH_ADD,
+                            win + (arg >> 5) * 8u, memh_window_);
+                break;
+            }
             uint32_t len = (arg & 15) * 256u;
             uint64_t off = (arg >> 4) * (64u << 10);
             post_send(e, NICFW_DC_OP_RDMA_READ, 0, win + off, memh_window_, len, true);

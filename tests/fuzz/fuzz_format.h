@@ -57,7 +57,9 @@ enum Op : uint8_t {
     kOpFencedSend = 2,  // as kOpSend, with VIP_CONTROL_QFENCE
     kOpRdmaWrite = 3,   // RDMA write to the 1 MiB window: imm if arg & 1, len = (arg >> 1 & 15) * 512,
                         //   offset = (arg >> 5) * 128 KiB; reply class if imm and arg & 0x20
-    kOpRdmaRead = 4,    // RDMA read from the window: len = (arg & 15) * 256, offset = (arg >> 4) * 64 KiB
+    kOpRdmaRead = 4,    // RDMA read from the window: len = (arg & 15) * 256, offset = (arg >> 4) * 64 KiB;
+                        //   (arg & 15) == 15: a NIC atomic on the window's word (arg >> 5)
+                        //   instead, compare-and-swap if arg & 0x10, else fetch-add
     kOpBadRemote = 5,   // RDMA write (arg & 1 == 0) or read naming a buffer the target must
                         //   refuse: (arg >> 1 & 3) = other-ptag region, no-RDMA region,
                         //   bogus handle, window overrun

@@ -169,6 +169,33 @@ std::vector<Seed> seeds() {
         out.push_back(s);
     }
     {
+        // NIC atomics: requests for the window (aligned and not) and for regions that
+        // refuse them, then an atomic in flight and a forged answer for it.
+        Seed s{"atomics", {}};
+        nicfw_frame_hdr h = hdr(NICFW_F_ATOMIC_REQ);
+        h.msg_len = 8;
+        h.imm = NICFW_OFFLOAD_OP_FETCH_ADD;
+        const nicfw_atomic_args args{{5, 0}};
+        auto req = [&](ExtSel sel, uint64_t addr) {
+            auto v = rdma(sel, addr, 0);
+            v.insert(v.end(), reinterpret_cast<const uint8_t*>(&args),
+                     reinterpret_cast<const uint8_t*>(&args) + sizeof args);
+            return v;
+        };
+        s.frame(kRdB | F, h, req(kExtWindow, 0x100));
+        h.seq = 1;
+        h.imm = NICFW_OFFLOAD_OP_CMP_SWAP;
+        s.frame(kRdB | F, h, req(kExtWindow, 0x104));
+        s.frame(kRrB | F, h, req(kExtForeign, 0x8));
+        s.frame(kUnrelB | F, h, req(kExtWindow, 0x8));
+        s.action(kRdA, kOpRdmaRead, 0x2F);  // a fetch-add on word 1 of the window
+        s.action(kRdA, kOpProgress, 0);
+        nicfw_frame_hdr a = hdr(NICFW_F_ATOMIC_RESP);
+        a.msg_len = 8;
+        s.frame(kRdA | F, a, fill(8, 3));
+        out.push_back(s);
+    }
+    {
         // An RDMA write waiting for the target's verdict: a NAK for it.
         Seed s{"nak", {}};
         s.action(kRdA, kOpRdmaWrite, 0x02);  // 512 bytes

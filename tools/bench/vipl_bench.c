@@ -3,7 +3,7 @@
  *
  *   softvia-run -n 2 --pin vipl_bench [--sizes 4,8,...] [--iters N] [--idle-vis K]
  *                                      [--progress inline|thread] [--reliability U|RD|RR]
- *                                      [--csv FILE] [--only lat|bw|rdma]
+ *                                      [--csv FILE] [--only lat|bw|rdma|atomic]
  *
  * It runs over the NIC VipOpenNic(NULL) opens: whatever SOFTVIA_DEVICE names (shm by
  * default; udp, dpdk, verbs, docs/transports.md). The first line of the output names
@@ -17,7 +17,8 @@
  * and connects K more VI pairs that carry no traffic, to show that doorbell service
  * does not grow with the number of VIs.
  * With inline progress both sides busy-poll (VipRecvDone / VipSendDone); with thread
- * progress they use VipRecvWait / VipSendWait. Run with --pin to place the ranks on
+ * progress they use VipRecvWait / VipSendWait. --only atomic: NIC fetch-add round trips
+ * (one at a time, as ucx_perftest -t ucp_atomic_fadd) and their rate with WINDOW in flight. Run with --pin to place the ranks on
  * cores 0 and 1, as tools/bench/compare.sh and the peer figures do.
  */
 #define _GNU_SOURCE
@@ -318,11 +319,76 @@ static void rdma_latency(struct ctx *c, int rank, uint32_t sz, int iters, uint64
     free(t);
 }
 
+/* NIC atomics: rank 0 fetch-adds a word of rank 1's window, one at a time (the round
+ * trip, as ucp_atomic_fadd's latency) and then WINDOW in flight (the rate); rank 1
+ * only steps its NIC. The old values must rise by one each time. */
+static void set_fadd(VIP_EXT_ATOMIC_DESCRIPTOR *d, const struct remote *r, uint64_t *res, VIP_MEM_HANDLE mh) {
+    memset(d, 0, sizeof *d);
+    d->CS.Control = VIP_EXT_CONTROL_OP_ATOMIC | VIP_EXT_CONTROL_ATOMIC_FETCH_ADD;
+    d->CS.SegCount = 3;
+    d->Remote.Data.AddressBits = r->addr;
+    d->Remote.Handle = r->memh;
+    d->Args.Operand = 1;
+    d->Result.Data.Address = res;
+    d->Result.Handle = mh;
+    d->Result.Length = 8;
+}
+
+static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote *r, FILE *csv, const char *label) {
+    sv_boot_barrier(30000);
+    if (rank != 0) {
+        VIP_DESCRIPTOR *d;
+        while (VipRecvDone(c->vi, &d) == VIP_NOT_DONE) VipExtProgress(c->nic);
+        if (d->CS.ImmediateData != DONE_MARK) DIE("atomic: unexpected message");
+        repost(c, d);
+        return;
+    }
+    int warm = iters / 10 + 10;
+    uint64_t *t = malloc(sizeof(uint64_t) * (size_t)iters), expect = 0;
+    uint64_t *res = (uint64_t *)c->sbuf[0];
+    for (int i = -warm; i < iters; i++) {
+        VIP_EXT_ATOMIC_DESCRIPTOR *d = (VIP_EXT_ATOMIC_DESCRIPTOR *)c->sd[0];
+        set_fadd(d, r, res, c->mh);
+        uint64_t t0 = now_ns();
+        CK(VipPostSend(c->vi, (VIP_DESCRIPTOR *)d, c->mh));
+        VIP_DESCRIPTOR *x;
+        while (VipSendDone(c->vi, &x) == VIP_NOT_DONE) {}
+        if (i >= 0) t[i] = now_ns() - t0;
+        if ((x->CS.Status & (VIP_STATUS_ERROR_MASK | VIP_STATUS_OP_MASK)) != VIP_EXT_STATUS_OP_ATOMIC || *res != expect)
+            DIE("fetch-add %d: status 0x%x old %llu, want %llu", i, x->CS.Status, (unsigned long long)*res,
+                (unsigned long long)expect);
+        expect++;
+    }
+    qsort(t, (size_t)iters, sizeof *t, cmp_u64);
+    double med = t[iters / 2] / 1000.0, p99 = t[(size_t)iters * 99 / 100] / 1000.0;
+    /* rate: WINDOW fetch-adds in flight, each result in its own slot */
+    uint64_t t0 = now_ns();
+    int posted = 0, done = 0;
+    while (done < iters) {
+        while (posted < iters && posted - done < WINDOW) {
+            int s = posted % WINDOW;
+            set_fadd((VIP_EXT_ATOMIC_DESCRIPTOR *)c->sd[s], r, (uint64_t *)c->sbuf[s], c->mh);
+            CK(VipPostSend(c->vi, c->sd[s], c->mh));
+            posted++;
+        }
+        VIP_DESCRIPTOR *x;
+        if (VipSendDone(c->vi, &x) != VIP_SUCCESS) continue;
+        if ((x->CS.Status & VIP_STATUS_ERROR_MASK) || x != c->sd[done % WINDOW]) DIE("fetch-add burst: status 0x%x", x->CS.Status);
+        done++;
+    }
+    double secs = (double)(now_ns() - t0) / 1e9, rate = iters / secs;
+    send_imm(c, DONE_MARK);
+    printf("%-10s %8u %10.3f %10.3f   (round trip); %.0f fetch-adds/s with %d in flight\n", "fadd", 8, med, p99,
+           rate, WINDOW);
+    if (csv) fprintf(csv, "atomic_fadd,%s,8,%.4f,%.4f,,%.0f\n", label, med, p99, rate);
+    free(t);
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: softvia-run -n 2 --pin vipl_bench [--sizes LIST] [--iters N] [--msgs N]\n"
             "       [--idle-vis K] [--progress inline|thread] [--reliability U|RD|RR]\n"
-            "       [--csv FILE] [--only lat|bw|rdma] [--label TEXT]\n");
+            "       [--csv FILE] [--only lat|bw|rdma|atomic] [--label TEXT]\n");
     exit(2);
 }
 
@@ -446,6 +512,16 @@ int main(int argc, char **argv) {
             if (s < 8 || s % 8) DIE("--only rdma sizes must be multiples of 8");
             rdma_latency(&c, rank, s, iters, window, &both[1 - rank], csv, label);
         }
+    }
+    if (only && !strcmp(only, "atomic")) {
+        if (va.ReliabilityLevel == VIP_SERVICE_UNRELIABLE || use_wait) DIE("--only atomic needs a reliable VI and inline progress");
+        uint64_t *window = (uint64_t *)(c.mem + 2 * WINDOW * 128 + 2 * WINDOW * per);
+        CK(VipExtSetMemAtomics(c.nic, c.mem, c.mh, VIP_TRUE));
+        struct remote me = {(uint64_t)(uintptr_t)window, c.mh, 0}, both[2];
+        if (sv_boot_allgather(&me, sizeof me, both, 30000) != 0) DIE("window exchange failed");
+        *window = 0;
+        if (rank == 0) printf("%-10s %8s %10s %10s\n", "test", "bytes", "median_us", "p99_us");
+        atomic_bench(&c, rank, iters, &both[1 - rank], csv, label);
     }
     if (!only || !strcmp(only, "bw")) {
         if (rank == 0) printf("%-10s %8s %10s %12s\n", "test", "bytes", "MB/s", "msgs/s");

@@ -13,7 +13,10 @@ set -euo pipefail
 csv=$1 out=$2 backends=$3 name=${4:-splitc} wire=${5:-shm}
 command -v gnuplot >/dev/null || { echo "splitc_plot.sh: needs gnuplot (apt-get install gnuplot-nox)" >&2; exit 2; }
 mkdir -p "$out"
-labels="$backends oshmem"
+# OpenSHMEM's column only when it ran (oshcc needs libopenmpi-dev): gnuplot refuses a
+# histogram column with no valid points.
+labels=$backends
+awk -F, '$2 ~ /^oshmem-/ {f = 1; exit} END {exit !f}' "$csv" && labels="$labels oshmem"
 
 # Medians over rounds: label prefixes "<backend>-<round>" and "oshmem-<round>".
 median_of() {  # base op mode bytes column

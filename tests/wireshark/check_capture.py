@@ -2,16 +2,16 @@
 """check_capture.py -- checks tools/wireshark/softvia.lua against a capture of a real run.
 
     check_capture.py --lua softvia.lua --capture capture.pcap --wire udp|dpdk
-                     --scenario rdma|names|am|fault|nak [--iters N] [--messages N]
-                     [--prefs NAME:VALUE]... [--bytes-only | --semantic-only]
+                     --scenario rdma|names|am|fault|nak|fadd|lock|atomic-nak
+                     [--iters N] [--messages N] [--prefs NAME:VALUE]... [--bytes-only | --semantic-only]
 
 Run by softvia_dissector.sh, once per capture. It decodes the capture with tshark and the
 dissector (-T fields), and checks the decoded values two ways:
 
  1. Against the bytes: this script reads the pcap itself and decodes every softvia frame
     with the layouts of nicfw/include/nicfw/abi.h (struct.unpack of nicfw_frame_hdr,
-    nicfw_rdma_ext, nicfw_conn_payload), the udp preamble and the dpdk shim; every field
-    the dissector shows must have the value that is at its offset, every frame must be
+    nicfw_rdma_ext, nicfw_atomic_args, nicfw_conn_payload), the udp preamble and the
+    dpdk shim; every field the dissector shows must have the value that is at its offset, every frame must be
     accounted for to its last byte, and the fault injector's CRC-32C (computed here)
     must be what the dissector says; nothing in a softvia packet may be malformed,
     warned about or a Lua error.
@@ -20,7 +20,8 @@ dissector (-T fields), and checks the decoded values two ways:
     requests that were sent; a read's answer matches its request; RDMA writes carry the
     remote buffer and the values the program wrote; connection requests carry the
     discriminators and NIC addresses the program used; steering classes; the fault
-    injector's trailer; the scenario's frame types all appear.
+    injector's trailer; NIC atomics (check_atomics.py): operations, operands, the word
+    they name, the old values the answers carry; the scenario's frame types all appear.
 
 --prefs passes tshark -o settings (softvia's preferences); --bytes-only and
 --semantic-only run one of the two. Exit 0 when everything holds, 1 with the failures
@@ -33,19 +34,26 @@ import struct
 import subprocess
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the module below
+import check_atomics  # noqa: E402
+
 # ---------------------------------------------------------------- the wire format (abi.h)
 HDR = struct.Struct("<BBBBIIIIIII")  # nicfw_frame_hdr: 32 bytes
 RDMA_EXT = struct.Struct("<QII")     # nicfw_rdma_ext: 16 bytes
+ATOMIC_ARGS = struct.Struct("<QQ")   # nicfw_atomic_args: 16 bytes
 CONN_FIXED = struct.Struct("<HBBIHHHH")  # nicfw_conn_payload up to src_addr: 16 bytes
 CONN_ADDR = 64                       # NICFW_MAX_ADDR
 CONN_DISC_AT = 16 + CONN_ADDR        # offsetof(nicfw_conn_payload, disc) = 80
 DATA, ACK, CONN_REQ, CONN_ACCEPT, CONN_REJECT, CONN_NOMATCH, PEER_REQ, PEER_ACK, DISCONNECT, \
-    RDMA_WRITE, READ_REQ, READ_RESP, NAK = range(1, 14)
+    RDMA_WRITE, READ_REQ, READ_RESP, NAK, ATOMIC_REQ, ATOMIC_RESP = range(1, 16)
 NAMES = {1: "DATA", 2: "ACK", 3: "CONN_REQ", 4: "CONN_ACCEPT", 5: "CONN_REJECT", 6: "CONN_NOMATCH",
          7: "PEER_REQ", 8: "PEER_ACK", 9: "DISCONNECT", 10: "RDMA_WRITE", 11: "READ_REQ", 12: "READ_RESP",
-         13: "NAK"}
+         13: "NAK", 14: "ATOMIC_REQ", 15: "ATOMIC_RESP"}
 FF_IMM, FF_LAST, FF_REPLY, FF_GAP, FF_ACKED = 1, 2, 4, 8, 16
-REQUESTS = (DATA, RDMA_WRITE, READ_REQ)
+OP_FETCH_ADD, OP_CMP_SWAP = 1, 2     # ATOMIC_REQ's imm
+REQUESTS = (DATA, RDMA_WRITE, READ_REQ, ATOMIC_REQ)
+ANSWERS = (READ_RESP, ATOMIC_RESP)   # seq: the request's
+WITH_MSG_LEN = (DATA, RDMA_WRITE, READ_RESP, READ_REQ, ATOMIC_REQ, ATOMIC_RESP)
 FRAGMENTED = (DATA, RDMA_WRITE, READ_RESP)
 CONTROL_WITH_PAYLOAD = (CONN_REQ, CONN_ACCEPT, PEER_REQ, PEER_ACK)
 
@@ -139,10 +147,16 @@ def decode_raw(pkt, trailer):
     (r["type"], r["version"], r["flags"], r["reserved"], r["dst_vi"], r["src_vi"], r["msg_len"], r["offset"],
      r["frag_len"], r["imm"], r["seq"]) = HDR.unpack(frame[:32])
     t, pos = r["type"], 32
-    if t in (RDMA_WRITE, READ_REQ):
+    if t in (RDMA_WRITE, READ_REQ, ATOMIC_REQ):
         r["rdma_addr"], r["rdma_memh"], r["rdma_reserved"] = RDMA_EXT.unpack(frame[pos:pos + 16])
         pos += 16
-    if t in FRAGMENTED:
+    if t == ATOMIC_REQ:
+        r["operands"] = ATOMIC_ARGS.unpack(frame[pos:pos + 16])
+        pos += 16
+    elif t == ATOMIC_RESP:
+        r["old"] = struct.unpack("<Q", frame[pos:pos + 8])[0]
+        pos += 8
+    elif t in FRAGMENTED:
         r["payload"] = frame[pos:pos + r["frag_len"]]
         pos += r["frag_len"]
         if t != READ_RESP and r["flags"] & FF_ACKED:
@@ -175,7 +189,9 @@ FIELDS = [
     "softvia.ack.count", "softvia.nak.status", "softvia.nak.status.rdma_prot", "softvia.seq", "softvia.ack",
     "softvia.req_id", "softvia.class", "softvia.frag_end", "softvia.analysis.retransmission",
     "softvia.rdma.addr", "softvia.rdma.memh", "softvia.rdma.memh.index", "softvia.rdma.memh.gen",
-    "softvia.rdma.reserved", "softvia.rdma.frag_addr", "softvia.payload", "softvia.conn.reliability",
+    "softvia.rdma.reserved", "softvia.rdma.frag_addr", "softvia.atomic.op", "softvia.atomic.add",
+    "softvia.atomic.compare", "softvia.atomic.swap", "softvia.atomic.operand", "softvia.atomic.old",
+    "softvia.payload", "softvia.conn.reliability",
     "softvia.conn.rdma_write", "softvia.conn.rdma_read", "softvia.conn.max_transfer", "softvia.conn.src_disc_len",
     "softvia.conn.dst_disc_len", "softvia.conn.src_addr_len", "softvia.conn.reserved", "softvia.conn.src_addr",
     "softvia.conn.src_disc", "softvia.conn.dst_disc", "softvia.addr.kind", "softvia.addr.port",
@@ -297,20 +313,21 @@ def check_against_bytes(ck, n, raw, row):
         eq(f"softvia.{side}.index", None if v == 0xFFFFFFFF else v & 0xFFFF)
         eq(f"softvia.{side}.gen", None if v == 0xFFFFFFFF else v >> 16)
     frag = t in FRAGMENTED
-    eq("softvia.msg_len", raw["msg_len"] if frag or t == READ_REQ else None)
-    eq("softvia.payload_len", None if frag or t == READ_REQ else raw["msg_len"])
+    eq("softvia.msg_len", raw["msg_len"] if t in WITH_MSG_LEN else None)
+    eq("softvia.payload_len", None if t in WITH_MSG_LEN else raw["msg_len"])
     eq("softvia.offset", raw["offset"])
     eq("softvia.frag_len", raw["frag_len"])
     eq("softvia.frag_end", raw["offset"] + raw["frag_len"] if frag else None)
     eq("softvia.ack.count", raw["imm"] if t == ACK else None)
     eq("softvia.nak.status", raw["imm"] if t == NAK else None)
     eq("softvia.nak.status.rdma_prot", (1 if raw["imm"] & 0x80 else 0) if t == NAK else None)
-    eq("softvia.imm", None if t in (ACK, NAK) else raw["imm"])
-    eq("softvia.seq", raw["seq"] if frag or t in (READ_REQ, NAK) else None)
+    eq("softvia.imm", None if t in (ACK, NAK, ATOMIC_REQ) else raw["imm"])
+    eq("softvia.atomic.op", raw["imm"] if t == ATOMIC_REQ else None)
+    eq("softvia.seq", raw["seq"] if t in WITH_MSG_LEN or t == NAK else None)
     eq("softvia.req_id", raw["seq"] if CONN_REQ <= t <= DISCONNECT else None)
     eq("softvia.ack", raw["seq"] if t == ACK else raw.get("piggy_ack"))
     eq("softvia.class", ("reply" if raw["flags"] & FF_REPLY else "request") if t in (DATA, RDMA_WRITE) else None, None)
-    if t in (RDMA_WRITE, READ_REQ):
+    if t in (RDMA_WRITE, READ_REQ, ATOMIC_REQ):
         eq("softvia.rdma.addr", raw["rdma_addr"])
         eq("softvia.rdma.memh", raw["rdma_memh"])
         eq("softvia.rdma.memh.index", raw["rdma_memh"] & 0xFFFF)
@@ -319,6 +336,20 @@ def check_against_bytes(ck, n, raw, row):
         eq("softvia.rdma.frag_addr", raw["rdma_addr"] + raw["offset"] if t == RDMA_WRITE else None)
     else:
         eq("softvia.rdma.addr", None)
+    # nicfw_atomic_args: which field shows which operand depends on the operation
+    o0, o1 = raw.get("operands", (None, None))
+    op = raw["imm"] if t == ATOMIC_REQ else None
+    eq("softvia.atomic.add", o0 if op == OP_FETCH_ADD else None)
+    eq("softvia.atomic.compare", o0 if op == OP_CMP_SWAP else None)
+    eq("softvia.atomic.swap", o1 if op == OP_CMP_SWAP else None)
+    want_ops = []  # softvia.atomic.operand: the operands the operation leaves unused
+    if op == OP_FETCH_ADD:
+        want_ops = [o1]
+    elif t == ATOMIC_REQ and op != OP_CMP_SWAP:
+        want_ops = [o0, o1]
+    ck.expect([num(x) for x in row["softvia.atomic.operand"]] == want_ops,
+              f"{where}: softvia.atomic.operand = {row['softvia.atomic.operand']}, the bytes say {want_ops}")
+    eq("softvia.atomic.old", raw.get("old"))
     eq("softvia.payload", raw["payload"].hex() if raw.get("payload") else None, hexs)
     if t in CONTROL_WITH_PAYLOAD:
         for k in ("reliability", "rdma_write", "rdma_read", "max_transfer", "src_disc_len", "dst_disc_len",
@@ -381,6 +412,12 @@ class Frame:
         self.retrans = one(row, "softvia.analysis.retransmission") == "1"
         self.addr = val(row, "softvia.rdma.addr")
         self.memh = val(row, "softvia.rdma.memh")
+        self.op = val(row, "softvia.atomic.op")
+        self.add = val(row, "softvia.atomic.add")
+        self.compare = val(row, "softvia.atomic.compare")
+        self.swap = val(row, "softvia.atomic.swap")
+        self.operands = [num(x) for x in row["softvia.atomic.operand"]]
+        self.old = val(row, "softvia.atomic.old")
         p = one(row, "softvia.payload")
         self.payload = bytes.fromhex(p.replace(":", "")) if p else b""
         self.reliability = val(row, "softvia.conn.reliability")
@@ -413,7 +450,7 @@ def semantic_checks(ck, frames, args):
     lossy_order = args.scenario == "fault"  # the injector reorders frames
     # A request that fails at its sender (rdma_protection's bad local buffers) takes a
     # sequence number and sends nothing: the next one on the wire skips it.
-    local_errors = args.scenario == "nak"
+    local_errors = args.scenario in ("nak", "atomic-nak")
     counts = collections.Counter(f.type for f in frames)
     flags_seen = collections.Counter()
     for f in frames:
@@ -482,13 +519,14 @@ def semantic_checks(ck, frames, args):
             else:
                 ck.expect(first[1:] == (f.type, f.msg_len),
                           f"{f}: seq {f.seq} was a {NAMES[first[1]]} of {first[2]} bytes, now {NAMES[f.type]} of {f.msg_len}")
-        elif f.type == READ_RESP:
-            ck.expect(f.retrans is False, f"{f}: a read answer marked as retransmission")
+        elif f.type in ANSWERS:
+            ck.expect(f.retrans is False, f"{f}: an answer marked as retransmission")
+            want = READ_REQ if f.type == READ_RESP else ATOMIC_REQ
             req = sent_by(f.reverse, f.seq, f.n)
-            ck.expect(req is not None and req[1] == READ_REQ,
-                      f"{f}: answers seq {f.seq}, which is no READ_REQ sent on the connection before it")
+            ck.expect(req is not None and req[1] == want,
+                      f"{f}: answers seq {f.seq}, which is no {NAMES[want]} sent on the connection before it")
             if req:
-                ck.expect(req[2] == f.msg_len, f"{f}: {f.msg_len} bytes for a read of {req[2]}")
+                ck.expect(req[2] == f.msg_len, f"{f}: {f.msg_len} bytes for a {NAMES[want]} of {req[2]}")
         if f.type in FRAGMENTED:
             k = (f.stream, f.type, f.seq)
             old = fragments[k].get(f.offset)
@@ -514,8 +552,8 @@ def semantic_checks(ck, frames, args):
             last_ack[f.stream] = max(f.ack, last_ack.get(f.stream, 0))
         if f.type == NAK:
             req = sent_by(f.reverse, f.seq, f.n)
-            ck.expect(req is not None and req[1] in (RDMA_WRITE, READ_REQ),
-                      f"{f}: refuses seq {f.seq}, which is no RDMA request sent on the connection")
+            ck.expect(req is not None and req[1] in (RDMA_WRITE, READ_REQ, ATOMIC_REQ),
+                      f"{f}: refuses seq {f.seq}, which is no RDMA or atomic request sent on the connection")
             ck.expect(f.nak_status and f.nak_status & ~0x1FE == 0, f"{f}: status {f.nak_status:#x} is not error bits")
             ck.expect(last_ack.get(f.stream, 0) <= f.seq, f"{f}: refuses seq {f.seq}, already acknowledged")
         if f.type in (DATA, RDMA_WRITE):
@@ -572,6 +610,9 @@ def semantic_checks(ck, frames, args):
         "am": {DATA, PEER_REQ, PEER_ACK, DISCONNECT},
         "fault": {DATA, ACK, PEER_REQ, PEER_ACK, DISCONNECT},
         "nak": {NAK, RDMA_WRITE, READ_REQ, READ_RESP, ACK},
+        "fadd": {PEER_REQ, PEER_ACK, ATOMIC_REQ, ATOMIC_RESP, DATA, ACK},
+        "lock": {PEER_REQ, PEER_ACK, ATOMIC_REQ, ATOMIC_RESP, READ_REQ, READ_RESP, RDMA_WRITE, DATA, ACK},
+        "atomic-nak": {ATOMIC_REQ, ATOMIC_RESP, NAK},
     }[args.scenario]
     for t in sorted(need_types):
         ck.expect(counts[t] > 0, f"no {NAMES[t]} frame in the capture")
@@ -586,6 +627,10 @@ def semantic_checks(ck, frames, args):
         check_names(ck, frames, new_requests)
     elif args.scenario == "am":
         check_am(ck, frames, new_requests, args)
+    elif args.scenario in ("fadd", "lock"):
+        check_atomics.check(ck, frames, new_requests, messages, args)
+    elif args.scenario == "atomic-nak":
+        check_atomics.check_refused(ck, frames)
     elif args.scenario == "fault":
         check_fault(ck, frames, new_requests, messages, args)
         ck.expect(multi > 0, "no message of more than one fragment")
@@ -767,7 +812,8 @@ def main():
     ap.add_argument("--lua", required=True)
     ap.add_argument("--capture", required=True)
     ap.add_argument("--wire", required=True, choices=["udp", "dpdk"])
-    ap.add_argument("--scenario", required=True, choices=["rdma", "names", "am", "fault", "nak"])
+    ap.add_argument("--scenario", required=True, choices=["rdma", "names", "am", "fault", "nak", "fadd", "lock",
+                                                          "atomic-nak"])
     ap.add_argument("--iters", type=int, default=0)
     ap.add_argument("--messages", type=int, default=0)
     ap.add_argument("--prefs", action="append", default=[], help="extra tshark -o settings")

@@ -3,10 +3,10 @@
 # captures of real runs (docs/wireshark.md, "The test").
 #
 #   softvia_dissector.sh --source DIR --run SOFTVIA_RUN --vipl-bench PROG --mp-names PROG
-#       --am-pingpong PROG --fault-stream PROG --conf-rdma-protection PROG
-#       [--wires "udp dpdk"] [--keep DIR]
+#       --am-pingpong PROG --fault-stream PROG --conf-rdma-protection PROG --mp-atomics PROG
+#       --conf-atomics PROG [--wires "udp dpdk"] [--keep DIR]
 #
-# For each wire, four jobs of two ranks on two hosts (softvia-run --hosts 2: network
+# For each wire, six jobs of two ranks on two hosts (softvia-run --hosts 2: network
 # namespaces, each with a veth pair to a bridge, addresses in 198.18.0.0/15; nothing
 # leaves the machine), each captured by tcpdump on host 0's veth (capture_rank.sh):
 #   rdma   vipl_bench --only rdma: peer-to-peer connect, RDMA writes (one frame and
@@ -17,12 +17,16 @@
 #   am     am_pingpong with firmware steering: requests and replies (REPLY flag)
 #   fault  fault_stream under the fault injector (loss, duplicates, reordering): the
 #          CRC-32C trailer, retransmissions, GAP ACKs, multi-frame messages
-# and, for udp, one single-process run of conf_rdma_protection over the loopback of a
-# private network namespace (nak): refused RDMA requests (NAK), which no two-process
-# program makes.
+#   fadd   mp_atomics --op fadd: NIC fetch-adds (ATOMIC_REQ) and their old values
+#          (ATOMIC_RESP), 16 in flight
+#   lock   mp_atomics --op lock: a lock taken and released with NIC compare-and-swap
+#          around an RDMA read and write of a plain counter
+# and, for udp, single-process runs over the loopback of a private network namespace of
+# conf_rdma_protection (nak: refused RDMA requests, NAK, which no two-process program
+# makes) and of conf_atomics (atomic-nak: both operations, some refused with a NAK).
 # check_capture.py decodes each capture with tshark and the dissector and checks every
 # field against the bytes and against what the run did. Then: the UDP-port preference
-# and the heuristic switch, the fault-trailer preference, and a dissector with one field
+# and the heuristic switch, the fault-trailer preference, and dissectors with one field
 # read at a wrong offset, which the checks must refuse.
 #
 # Exit 0 pass, 1 fail, 77 skip (no tshark with Lua, no tcpdump, no python3, not root).
@@ -32,7 +36,7 @@ me=softvia_dissector.sh
 skip() { echo "$me: SKIP: $*"; exit 77; }
 die() { echo "$me: FAIL: $*" >&2; exit 1; }
 
-src= run= bench= names= am= fault= prot= wires="udp dpdk" keep=
+src= run= bench= names= am= fault= prot= atomics= conf_atomics= wires="udp dpdk" keep=
 while (($#)); do
   (($# >= 2)) || { echo "$me: option '$1' needs a value" >&2; exit 2; }
   case $1 in
@@ -43,13 +47,15 @@ while (($#)); do
     --am-pingpong) am=$2 ;;
     --fault-stream) fault=$2 ;;
     --conf-rdma-protection) prot=$2 ;;
+    --mp-atomics) atomics=$2 ;;
+    --conf-atomics) conf_atomics=$2 ;;
     --wires) wires=$2 ;;
     --keep) keep=$2 ;;
     *) echo "usage: see the head of $0" >&2; exit 2 ;;
   esac
   shift 2
 done
-[[ -n $src && -n $run && -n $bench && -n $names && -n $am && -n $fault && -n $prot ]] ||
+[[ -n $src && -n $run && -n $bench && -n $names && -n $am && -n $fault && -n $prot && -n $atomics && -n $conf_atomics ]] ||
   { echo "$me: missing arguments (see the head of $0)" >&2; exit 2; }
 lua=$src/tools/wireshark/softvia.lua
 here=$src/tests/wireshark
@@ -137,7 +143,7 @@ check() {
     --scenario "$scenario" "$@" || failed=1
 }
 
-ITERS=10 PINGS=30 PIPE=100 MSGS=100
+ITERS=10 PINGS=30 PIPE=100 MSGS=100 FADDS=200 LOCKS=100
 FAULTS=drop=0.05,dup=0.05,reorder=0.02,corrupt=0,delay=0,seed=7
 for wire in $wires; do
   case $wire in
@@ -156,33 +162,42 @@ for wire in $wires; do
     check "$wire-am" "$wire" am --iters $PINGS --messages $PIPE || failed=1
   extra_env=()
   job "$wire-fault" "$dev" "$FAULTS" "$fault" $MSGS RD && check "$wire-fault" "$wire" fault --messages $MSGS || failed=1
+  job "$wire-fadd" "$dev" "" "$atomics" --op fadd --iters $FADDS && check "$wire-fadd" "$wire" fadd --iters $FADDS ||
+    failed=1
+  job "$wire-lock" "$dev" "" "$atomics" --op lock --iters $LOCKS && check "$wire-lock" "$wire" lock --iters $LOCKS ||
+    failed=1
 done
 
 # ---- NAK: one process, its NIC's VIs connected to each other through its own UDP socket
 # over the loopback of a private network namespace (no other traffic there).
-if [[ " $wires " == *" udp "* ]]; then
-  d=$work/udp-nak
+# local_job NAME PROGRAM SCENARIO
+local_job() {
+  local name=$1 prog=$2 scenario=$3 d=$work/$1 try rc
   for try in 1 2; do
     rm -rf "$d"
     mkdir -p "$d"
     unshare -n sh -c 'ip link set lo up && exec "$@"' sh "${clean_env[@]}" \
-      SOFTVIA_DEVICE=udp:local=wire SOFTVIA_HOST_IFACE=lo "$here/capture_rank.sh" "$d" "$prot" >"$d/run.log" 2>&1
+      SOFTVIA_DEVICE=udp:local=wire SOFTVIA_HOST_IFACE=lo "$here/capture_rank.sh" "$d" "$prog" >"$d/run.log" 2>&1
     rc=$?
     if ((rc != 0)); then
-      echo "$me: udp-nak: the run failed (exit $rc):"
+      echo "$me: $name: the run failed (exit $rc):"
       tail -20 "$d/run.log"
       failed=1
-      break
+      return
     fi
     if capture_complete "$d"; then
-      echo "$me: udp-nak: $(sed -n 's/ packets captured//p' "$d/tcpdump.err") packets captured on lo"
-      check udp-nak udp nak
-      break
+      echo "$me: $name: $(sed -n 's/ packets captured//p' "$d/tcpdump.err") packets captured on lo"
+      check "$name" udp "$scenario"
+      return
     fi
-    echo "$me: udp-nak: the capture is incomplete ($([[ $try == 1 ]] && echo again || echo giving up)):"
+    echo "$me: $name: the capture is incomplete ($([[ $try == 1 ]] && echo again || echo giving up)):"
     cat "$d/tcpdump.err"
     ((try == 2)) && failed=1
   done
+}
+if [[ " $wires " == *" udp "* ]]; then
+  local_job udp-nak "$prot" nak                   # refused RDMA writes and reads
+  local_job udp-atomic-nak "$conf_atomics" atomic-nak  # atomics, some refused at the target
 fi
 
 # ---- preferences
@@ -218,23 +233,32 @@ if [[ -s $work/$first-fault/capture.pcap ]]; then
   fi
 fi
 
-# ---- the checks must catch a field read at the wrong offset: the sequence number read
-# from the immediate-data word (offset 24 instead of 28), and the RDMA address read 4
-# bytes late. Each must fail both the comparison with the bytes and the run's checks.
-if [[ -s $work/$first-rdma/capture.pcap ]]; then
-  for mut in 's/tvb(28, 4)/tvb(24, 4)/g' 's/xt:add_le(f.rdma_addr, tvb(pos, 8))/xt:add_le(f.rdma_addr, tvb(pos + 4, 8))/'; do
-    sed "$mut" "$lua" >"$work/mutant.lua"
-    cmp -s "$lua" "$work/mutant.lua" && { echo "$me: mutation '$mut' changed nothing"; failed=1; continue; }
-    python3 "$here/check_capture.py" --lua "$work/mutant.lua" --capture "$work/$first-rdma/capture.pcap" \
-      --wire "$first" --scenario rdma --iters $ITERS >"$work/mutant.log" 2>&1
-    if ! grep -q "FAIL (against the bytes: [1-9][0-9]* problems; against the run: [1-9][0-9]* problems)" "$work/mutant.log"; then
-      echo "$me: a dissector with '$mut' is not refused by both kinds of check:"
-      head -5 "$work/mutant.log"
-      failed=1
-    fi
-  done
-  echo "$me: dissectors with a field at a wrong offset are refused"
-fi
+# ---- the checks must catch a field read at the wrong offset. Each mutant must fail both
+# the comparison with the bytes and the run's checks.
+# mutant CAPTURE SCENARIO ITERS SED-SCRIPT
+mutant() {
+  local name=$1 scenario=$2 iters=$3 mut=$4
+  [[ -s $work/$name/capture.pcap ]] || return 0
+  sed "$mut" "$lua" >"$work/mutant.lua"
+  cmp -s "$lua" "$work/mutant.lua" && { echo "$me: mutation '$mut' changed nothing"; failed=1; return; }
+  python3 "$here/check_capture.py" --lua "$work/mutant.lua" --capture "$work/$name/capture.pcap" \
+    --wire "$first" --scenario "$scenario" --iters "$iters" >"$work/mutant.log" 2>&1
+  if ! grep -q "FAIL (against the bytes: [1-9][0-9]* problems; against the run: [1-9][0-9]* problems)" "$work/mutant.log"; then
+    echo "$me: a dissector with '$mut' is not refused by both kinds of check on $name:"
+    head -5 "$work/mutant.log"
+    failed=1
+  fi
+}
+# The sequence number read from the immediate-data word (offset 24 instead of 28); the
+# RDMA address read 4 bytes late.
+mutant "$first-rdma" rdma $ITERS 's/tvb(28, 4)/tvb(24, 4)/g'
+mutant "$first-rdma" rdma $ITERS 's/xt:add_le(f.rdma_addr, tvb(pos, 8))/xt:add_le(f.rdma_addr, tvb(pos + 4, 8))/'
+# Atomics: the old value read from the header's last 8 bytes; the two operands swapped;
+# the operation read from the sequence-number word.
+mutant "$first-fadd" fadd $FADDS 's/ft:add_le(f.atomic_old, tvb(pos, 8))/ft:add_le(f.atomic_old, tvb(pos - 8, 8))/'
+mutant "$first-lock" lock $LOCKS 's/local o0, o1 = tvb(pos, 8), tvb(pos + 8, 8)/local o0, o1 = tvb(pos + 8, 8), tvb(pos, 8)/'
+mutant "$first-fadd" fadd $FADDS 's/ht:add_le(f.atomic_op, tvb(24, 4))/ht:add_le(f.atomic_op, tvb(28, 4))/'
+echo "$me: dissectors with a field at a wrong offset are refused"
 
 echo "$me: $((SECONDS - start)) s"
 if ((failed)); then

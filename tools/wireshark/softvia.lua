@@ -21,10 +21,14 @@
 --  * The NIC frame (nicfw/include/nicfw/abi.h, nicfw_frame_hdr, 32 bytes): type,
 --    version, flags, reserved, dst_vi, src_vi, msg_len, offset, frag_len, imm, seq; then
 --    per type: nicfw_rdma_ext (16 bytes: remote address, memory handle, reserved) for
---    RDMA_WRITE and READ_REQ; frag_len payload bytes for DATA, RDMA_WRITE and READ_RESP,
---    followed by a 4-byte piggybacked ACK when flag ACKED is set; nicfw_conn_payload
---    (msg_len bytes: 80 fixed, then the discriminators) for CONN_REQ, CONN_ACCEPT,
---    PEER_REQ and PEER_ACK.
+--    RDMA_WRITE, READ_REQ and ATOMIC_REQ; frag_len payload bytes for DATA, RDMA_WRITE and
+--    READ_RESP, followed by a 4-byte piggybacked ACK when flag ACKED is set;
+--    nicfw_conn_payload (msg_len bytes: 80 fixed, then the discriminators) for CONN_REQ,
+--    CONN_ACCEPT, PEER_REQ and PEER_ACK.
+--  * The NIC atomics offload (nicfw/offload/atomics): ATOMIC_REQ (imm = the operation,
+--    1 fetch-add, 2 compare-and-swap; msg_len 8) carries nicfw_rdma_ext and then
+--    nicfw_atomic_args (two u64: the addend, or compare and swap); ATOMIC_RESP (seq = the
+--    request's) carries the 8-byte old value. A refused atomic is answered by a NAK.
 --  * The fault injector's trailer (nicfw/transport/fault/fault_transport.h,
 --    SOFTVIA_FAULTS): a CRC-32C of the frame, 4 bytes after it; found by length and
 --    checked (preference "fault_trailer").
@@ -36,6 +40,8 @@
 local NICFW_ABI_VERSION = 3
 local HDR_LEN = 32          -- sizeof(nicfw_frame_hdr)
 local RDMA_EXT_LEN = 16     -- sizeof(nicfw_rdma_ext)
+local ATOMIC_ARGS_LEN = 16  -- sizeof(nicfw_atomic_args)
+local ATOMIC_OLD_LEN = 8    -- ATOMIC_RESP: the old value
 local CONN_FIXED = 80       -- offsetof(nicfw_conn_payload, disc)
 local MAX_TRANSFER = 16 * 1024 * 1024
 local MAX_DISC = 128
@@ -83,11 +89,15 @@ end
 local T = {
     DATA = 1, ACK = 2, CONN_REQ = 3, CONN_ACCEPT = 4, CONN_REJECT = 5, CONN_NOMATCH = 6,
     PEER_REQ = 7, PEER_ACK = 8, DISCONNECT = 9, RDMA_WRITE = 10, READ_REQ = 11, READ_RESP = 12,
-    NAK = 13,
+    NAK = 13, ATOMIC_REQ = 14, ATOMIC_RESP = 15,
 }
 local type_names = {}
 for k, v in pairs(T) do type_names[v] = k end
-local TYPE_MAX = 13
+local TYPE_MAX = 15
+
+-- ATOMIC_REQ's imm (NICFW_OFFLOAD_OP_*)
+local OP_FETCH_ADD, OP_CMP_SWAP = 1, 2
+local atomic_op_names = { [OP_FETCH_ADD] = "fetch-add", [OP_CMP_SWAP] = "cmp-swap" }
 
 local FF_IMMEDIATE, FF_LAST, FF_REPLY, FF_GAP, FF_ACKED = 0x01, 0x02, 0x04, 0x08, 0x10
 local FF_KNOWN = 0x1F
@@ -161,6 +171,13 @@ local f = {
     rdma_memh_gen = ProtoField.uint32("softvia.rdma.memh.gen", "Generation", base.DEC, nil, 0xFFFF0000),
     rdma_reserved = ProtoField.uint32("softvia.rdma.reserved", "Reserved", base.HEX),
     rdma_frag_addr = ProtoField.uint64("softvia.rdma.frag_addr", "Remote address of this fragment", base.HEX),
+    -- NIC atomics: nicfw_atomic_args (ATOMIC_REQ), the old value (ATOMIC_RESP)
+    atomic_op = ProtoField.uint32("softvia.atomic.op", "Atomic operation", base.DEC, atomic_op_names),
+    atomic_add = ProtoField.uint64("softvia.atomic.add", "Addend (operand 0)", base.DEC),
+    atomic_compare = ProtoField.uint64("softvia.atomic.compare", "Compare (operand 0)", base.DEC),
+    atomic_swap = ProtoField.uint64("softvia.atomic.swap", "Swap (operand 1)", base.DEC),
+    atomic_operand = ProtoField.uint64("softvia.atomic.operand", "Operand (unused by this operation)", base.HEX),
+    atomic_old = ProtoField.uint64("softvia.atomic.old", "Old value", base.DEC),
     -- data
     payload = ProtoField.bytes("softvia.payload", "Payload"),
     -- nicfw_conn_payload
@@ -224,9 +241,11 @@ local ef = {
                           expert.group.RESPONSE_CODE, expert.severity.NOTE),
     retrans = ProtoExpert.new("softvia.retransmission", "Retransmission (or duplicate) of a request frame seen before",
                               expert.group.SEQUENCE, expert.severity.NOTE),
+    atomic = ProtoExpert.new("softvia.atomic.refused", "Atomic the target refuses (NAK): unknown operation or unaligned word",
+                             expert.group.PROTOCOL, expert.severity.WARN),
 }
 softvia.experts = { ef.short, ef.version, ef.type, ef.bounds, ef.truncated, ef.trailing, ef.reserved,
-                    ef.bad_crc, ef.preamble, ef.shim, ef.gap, ef.nak, ef.retrans }
+                    ef.bad_crc, ef.preamble, ef.shim, ef.gap, ef.nak, ef.retrans, ef.atomic }
 
 softvia.prefs.udp_ports = Pref.range("UDP ports", "",
     "UDP ports whose datagrams are softvia frames (the udp wire's port=N). By default the wire " ..
@@ -328,6 +347,8 @@ local function body_len(typ, flags, msg_len, frag_len)
     if typ == T.RDMA_WRITE then return RDMA_EXT_LEN + frag_len + acked end
     if typ == T.READ_REQ then return RDMA_EXT_LEN end
     if typ == T.READ_RESP then return frag_len end
+    if typ == T.ATOMIC_REQ then return RDMA_EXT_LEN + ATOMIC_ARGS_LEN end
+    if typ == T.ATOMIC_RESP then return ATOMIC_OLD_LEN end
     if typ == T.ACK or typ == T.NAK then return 0 end
     if typ >= T.CONN_REQ and typ <= T.DISCONNECT then return msg_len end  -- control: msg_len is the payload
     return nil
@@ -400,7 +421,10 @@ local function dissect_frame(tvb, pinfo, tree, nic_src, nic_dst)
     add_vi(ht, tvb, 4, f.dst_vi, f.dst_vi_index, f.dst_vi_gen)
     add_vi(ht, tvb, 8, f.src_vi, f.src_vi_index, f.src_vi_gen)
     local is_frag = typ == T.DATA or typ == T.RDMA_WRITE or typ == T.READ_RESP
-    if is_frag or typ == T.READ_REQ then
+    local is_atomic = typ == T.ATOMIC_REQ or typ == T.ATOMIC_RESP
+    -- Requests and their answers: msg_len is the data's length, seq the request's number.
+    local is_req = is_frag or typ == T.READ_REQ or is_atomic
+    if is_req then
         ht:add_le(f.msg_len, tvb(12, 4))
     else
         ht:add_le(f.payload_len, tvb(12, 4))
@@ -415,13 +439,15 @@ local function dissect_frame(tvb, pinfo, tree, nic_src, nic_dst)
                              f.nak_transport, f.nak_rdma_prot, f.nak_remote_desc }) do
             st:add_le(b, tvb(24, 4))
         end
+    elseif typ == T.ATOMIC_REQ then
+        ht:add_le(f.atomic_op, tvb(24, 4))
     else
         ht:add_le(f.imm, tvb(24, 4))
     end
     local seq_item
     if typ == T.ACK then
         seq_item = ht:add_le(f.ack, tvb(28, 4))
-    elseif is_frag or typ == T.READ_REQ or typ == T.NAK then
+    elseif is_req or typ == T.NAK then
         seq_item = ht:add_le(f.seq, tvb(28, 4))
     else
         seq_item = ht:add_le(f.req_id, tvb(28, 4))
@@ -429,11 +455,26 @@ local function dissect_frame(tvb, pinfo, tree, nic_src, nic_dst)
 
     -- Summary line.
     local info = string.format("%s %s > %s", tname, vi_text(src_vi), vi_text(dst_vi))
-    if is_frag or typ == T.READ_REQ then info = info .. string.format(" seq=%d", seq) end
+    if is_req then info = info .. string.format(" seq=%d", seq) end
     if is_frag then info = info .. string.format(" off=%d len=%d/%d", offset, frag_len, msg_len) end
     if typ == T.READ_REQ then info = info .. string.format(" len=%d", msg_len) end
     if typ == T.ACK then info = info .. string.format(" ack=%d n=%d", seq, imm) end
     if typ == T.NAK then info = info .. string.format(" seq=%d status=%s", seq, hex32(imm)) end
+    if typ == T.ATOMIC_REQ then
+        info = info .. " op=" .. (atomic_op_names[imm] or tostring(imm))
+        if avail >= HDR_LEN + RDMA_EXT_LEN + ATOMIC_ARGS_LEN then  -- (an ICMP quote may cut it)
+            local a = HDR_LEN + RDMA_EXT_LEN
+            info = info .. " addr=0x" .. tvb(HDR_LEN, 8):le_uint64():tohex()
+            if imm == OP_FETCH_ADD then
+                info = info .. " add=" .. tostring(tvb(a, 8):le_uint64())
+            elseif imm == OP_CMP_SWAP then
+                info = info .. " compare=" .. tostring(tvb(a, 8):le_uint64()) .. " swap=" .. tostring(tvb(a + 8, 8):le_uint64())
+            end
+        end
+    end
+    if typ == T.ATOMIC_RESP and avail >= HDR_LEN + ATOMIC_OLD_LEN then
+        info = info .. " old=" .. tostring(tvb(HDR_LEN, 8):le_uint64())
+    end
     if (typ >= T.CONN_REQ and typ <= T.DISCONNECT) then info = info .. string.format(" req=%d", seq) end
     if (typ == T.DATA or typ == T.RDMA_WRITE) and band(flags, FF_IMMEDIATE) ~= 0 then
         info = info .. " imm=" .. hex32(imm)
@@ -466,7 +507,7 @@ local function dissect_frame(tvb, pinfo, tree, nic_src, nic_dst)
     -- Retransmissions (first pass only; later passes reuse the answer).
     if quoted then
         -- no analysis
-    elseif typ == T.DATA or typ == T.RDMA_WRITE or typ == T.READ_REQ then
+    elseif typ == T.DATA or typ == T.RDMA_WRITE or typ == T.READ_REQ or typ == T.ATOMIC_REQ then
         if not pinfo.visited then
             local key = table.concat({ tostring(nic_src), src_vi, tostring(nic_dst), dst_vi }, "/")
             local s = seen[key]
@@ -521,10 +562,14 @@ local function dissect_frame(tvb, pinfo, tree, nic_src, nic_dst)
             ft:add_proto_expert_info(ef.bounds, string.format(
                 "Fragment [%d, %d) outside the frame or the read of %d bytes", offset, offset + frag_len, msg_len))
         end
+    elseif typ == T.ATOMIC_RESP then
+        if msg_len ~= ATOMIC_OLD_LEN then
+            ft:add_proto_expert_info(ef.bounds, string.format("Answer of %d bytes, not %d: the initiator drops it", msg_len, ATOMIC_OLD_LEN))
+        end
     end
 
     -- nicfw_rdma_ext
-    if typ == T.RDMA_WRITE or typ == T.READ_REQ then
+    if typ == T.RDMA_WRITE or typ == T.READ_REQ or typ == T.ATOMIC_REQ then
         if not need(RDMA_EXT_LEN, "RDMA extension header") then return avail end
         local xt = ft:add(tvb(pos, RDMA_EXT_LEN), "RDMA extension")
         xt:add_le(f.rdma_addr, tvb(pos, 8))
@@ -539,7 +584,35 @@ local function dissect_frame(tvb, pinfo, tree, nic_src, nic_dst)
             xt:add(f.rdma_frag_addr, tvb(pos, 8):le_uint64() + offset):set_generated()
         end
         xt:append_text(string.format(": addr 0x%s, memh %s", tvb(pos, 8):le_uint64():tohex(), hex32(mh)))
+        if typ == T.ATOMIC_REQ and tvb(pos, 4):le_uint() % 8 ~= 0 then
+            xt:add_proto_expert_info(ef.atomic, "Remote word not 8-byte aligned: the target refuses it")
+        end
         pos = pos + RDMA_EXT_LEN
+    end
+
+    -- nicfw_atomic_args: what operand[0] and operand[1] mean depends on the operation.
+    if typ == T.ATOMIC_REQ then
+        if not need(ATOMIC_ARGS_LEN, "Atomic operands") then return avail end
+        local at = ft:add(tvb(pos, ATOMIC_ARGS_LEN), "Atomic operands")
+        local o0, o1 = tvb(pos, 8), tvb(pos + 8, 8)
+        if imm == OP_FETCH_ADD then
+            at:add_le(f.atomic_add, o0)
+            at:add_le(f.atomic_operand, o1)
+            at:append_text(": fetch-add " .. tostring(o0:le_uint64()))
+        elseif imm == OP_CMP_SWAP then
+            at:add_le(f.atomic_compare, o0)
+            at:add_le(f.atomic_swap, o1)
+            at:append_text(string.format(": cmp-swap %s -> %s", tostring(o0:le_uint64()), tostring(o1:le_uint64())))
+        else
+            at:add_le(f.atomic_operand, o0)
+            at:add_le(f.atomic_operand, o1)
+            at:add_proto_expert_info(ef.atomic, string.format("Atomic operation %d: the target refuses it", imm))
+        end
+        pos = pos + ATOMIC_ARGS_LEN
+    elseif typ == T.ATOMIC_RESP then
+        if not need(ATOMIC_OLD_LEN, "Old value") then return avail end
+        ft:add_le(f.atomic_old, tvb(pos, 8))
+        pos = pos + ATOMIC_OLD_LEN
     end
 
     -- Payload and piggybacked ACK.

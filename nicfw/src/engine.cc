@@ -40,7 +40,6 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
     // from the registry (transport/registry.cc).
     int rc = compose_transport(cfg.device, cfg.faults, &e->tr_, &e->faults_, why);
     if (rc < 0) return rc;
-    e->shm_ = dynamic_cast<ShmTransport*>(e->tr_.get());
     // Payload per frame: what fits after the header, in whole cache lines.
     e->mtu_ = (e->tr_->max_frame() - static_cast<uint32_t>(sizeof(nicfw_frame_hdr))) & ~63u;
 
@@ -360,14 +359,11 @@ bool Engine::step_locked() {
     if (!backlog_.empty()) did |= flush_backlog();
     if (!tx_active_.empty()) did |= transmit();
     RxFrame frames[32];
-    int n = shm_ ? shm_->rx_burst(frames, 32) : tr_->rx_burst(frames, 32);
+    int n = tr_->rx_burst(frames, 32);
     rx_clock_ = 0;
     for (int i = 0; i < n; i++) handle_frame(frames[i]);
     if (n) {
-        if (shm_)
-            shm_->rx_release();
-        else
-            tr_->rx_release();
+        tr_->rx_release();
         did = true;
     }
     if (!ack_owed_.empty()) did |= flush_acks();
@@ -384,7 +380,7 @@ bool Engine::step_locked() {
             }
         }
     }
-    if (!shm_) tr_->tx_flush();  // batching wires send what this step committed, timers' resends too
+    tr_->tx_flush();  // batching wires send what this step committed, timers' resends too
     tx_held_.store(false, std::memory_order_relaxed);
     return did;
 }

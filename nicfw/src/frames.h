@@ -6,7 +6,6 @@
 
 #include "hot_inline.h"
 #include "nicfw/engine.h"
-#include "transport/shm/shm_transport.h"  // Engine::shm_: direct calls on the shm wire
 
 namespace softvia::nicfw {
 
@@ -25,8 +24,7 @@ HOT_INLINE Vi* connected_target(Engine& e, const RxFrame& f, const nicfw_frame_h
 HOT_INLINE uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr) {
     // Frames queue behind control frames waiting for this peer's link.
     if (static_cast<size_t>(peer) < backlog_per_peer_.size() && backlog_per_peer_[peer]) return nullptr;
-    const uint32_t len = static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload;
-    uint8_t* f = shm_ ? shm_->tx_reserve(peer, len) : tr_->tx_reserve(peer, len);
+    uint8_t* f = tr_->tx_reserve(peer, static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload);
     if (!f) return nullptr;
     *hdr = reinterpret_cast<nicfw_frame_hdr*>(f);
     return f + sizeof(nicfw_frame_hdr);
@@ -35,10 +33,7 @@ HOT_INLINE uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_fram
 HOT_INLINE void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload) {
     (void)hdr;
     uint32_t len = static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload;
-    if (shm_)
-        shm_->tx_commit(peer, len);
-    else
-        tr_->tx_commit(peer, len);
+    tr_->tx_commit(peer, len);
     bump(status_->nic.tx_frames);
     bump(status_->nic.tx_bytes, len);
 }

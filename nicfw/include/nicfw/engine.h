@@ -43,7 +43,6 @@ namespace softvia::nicfw {
 enum class Progress { kInline, kThread };
 
 class FaultTransport;
-class ShmTransport;
 struct FaultCounters;
 
 struct EngineConfig {
@@ -395,9 +394,6 @@ private:
     uint64_t offload_counters_[kMaxOffloads][kMaxOffloadCounters] = {};
     std::unique_ptr<Transport> tr_;
     FaultTransport* faults_ = nullptr;  // tr_ itself, when fault injection is on
-    // tr_ itself when it is the bare shm wire: the per-frame calls (reserve, commit, the
-    // receive burst) go to the final class directly instead of through the vtable.
-    ShmTransport* shm_ = nullptr;
     uint32_t mtu_ = 0;  // payload bytes per DATA frame
     MemTable mem_;
 

@@ -65,15 +65,6 @@ static void pair(VIP_RELIABILITY_LEVEL rel, VIP_VI_HANDLE *a, VIP_VI_HANDLE *b, 
     th_connect_peer(&E, *a, *b, tag);
 }
 
-static void unpair(VIP_VI_HANDLE a, VIP_VI_HANDLE b) {
-    VipDisconnect(a);
-    VipDisconnect(b);
-    th_drain(a, 2000);
-    th_drain(b, 2000);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
-}
-
 static void basics(VIP_RELIABILITY_LEVEL rel) {
     char ph[96];
     snprintf(ph, sizeof ph, "fetch-add and compare-and-swap, %s", th_rel_name(rel));
@@ -141,7 +132,7 @@ static void basics(VIP_RELIABILITY_LEVEL rel) {
     EXPECT_RC(VipRecvDone(b, &x), VIP_NOT_DONE);
     EXPECT(th_state(a) == VIP_STATE_CONNECTED && th_state(b) == VIP_STATE_CONNECTED, "%s: states %s / %s", ph,
            th_state_name(th_state(a)), th_state_name(th_state(b)));
-    unpair(a, b);
+    th_unpair(a, b, 2000);
     E.used = mark;
 }
 
@@ -225,7 +216,7 @@ static void burst(VIP_RELIABILITY_LEVEL rel) {
         }
     EXPECT(*w == N, "%s: word %llu, want %d", ph, (unsigned long long)*w, N);
     for (int i = 0; i < sends; i++) th_recv_done_must(b, rds[i], "burst receive");
-    unpair(a, b);
+    th_unpair(a, b, 2000);
     E.used = mark;
 }
 
@@ -263,7 +254,7 @@ static void refused_at_target(VIP_RELIABILITY_LEVEL rel, const char *what, void 
     CHECK(VipExtQueryAtomicCounters(E.nic, &c1));
     EXPECT(c1.Refused == c0.Refused + 1 && c1.Applied == c0.Applied, "%s: counters refused %llu -> %llu", ph,
            (unsigned long long)c0.Refused, (unsigned long long)c1.Refused);
-    unpair(a, b);
+    th_unpair(a, b, 2000);
     E.used = mark;
 }
 
@@ -324,7 +315,7 @@ static void refused_at_initiator(VIP_RELIABILITY_LEVEL rel, const char *what, ma
         EXPECT(th_wait_state(a, VIP_STATE_ERROR, TH_WAIT_MS), "%s: a reliable VI stays %s after a descriptor error",
                ph, th_state_name(th_state(a)));
     }
-    unpair(a, b);
+    th_unpair(a, b, 2000);
     E.used = mark;
 }
 
@@ -410,7 +401,7 @@ int main(void) {
         EXPECT(OP_STATUS(d) == (VIP_STATUS_DONE | VIP_STATUS_FORMAT_ERROR | VIP_EXT_STATUS_OP_ATOMIC) && *w == 5,
                "unreliable fetch-add: status 0x%x word %llu", d->CS.Status, (unsigned long long)*w);
         EXPECT(th_state(a) == VIP_STATE_CONNECTED, "unreliable VI is %s", th_state_name(th_state(a)));
-        unpair(a, b);
+        th_unpair(a, b, 2000);
         E.used = mark;
     }
     th_region_free(&T);

@@ -114,12 +114,7 @@ int main(void) {
                th_rs(s.wait_rc), th_rs(s.accept_rc));
         if (s.wait_rc == VIP_SUCCESS) check_remote(&r, &e.na, &cl.a, "VipConnectWait");
         free(r.mem);
-        VipDisconnect(cv);
-        VipDisconnect(sv);
-        th_drain(cv, 1000);
-        th_drain(sv, 1000);
-        EXPECT_RC(VipDestroyVi(cv), VIP_SUCCESS);
-        EXPECT_RC(VipDestroyVi(sv), VIP_SUCCESS);
+        th_unpair(cv, sv, 1000);
     }
 
     th_phase("VipExtListenDone: the same");

@@ -373,6 +373,17 @@ static inline int th_drain(VIP_VI_HANDLE vi, unsigned ms) {
     }
 }
 
+/* Ends a connected pair: both sides disconnect, their queues are reaped (up to drain_ms
+ * each), and both VIs must be destroyable. */
+static inline void th_unpair(VIP_VI_HANDLE a, VIP_VI_HANDLE b, unsigned drain_ms) {
+    VipDisconnect(a);
+    VipDisconnect(b);
+    th_drain(a, drain_ms);
+    th_drain(b, drain_ms);
+    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
+    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
+}
+
 static inline int th_status_has(const VIP_DESCRIPTOR *d, uint32_t bit) { return (d->CS.Status & bit) == bit; }
 
 /* Counters are updated by the NIC right after it publishes a descriptor's status, so a
@@ -666,12 +677,7 @@ static inline void th_bad_case_op(th_env *e, VIP_RELIABILITY_LEVEL rel, int recv
         th_set1(sgood, e->mh, sbuf, 7);
         EXPECT_RC(VipPostSend(a, sgood, e->mh), VIP_INVALID_STATE);
     }
-    VipDisconnect(a);
-    VipDisconnect(b);
-    th_drain(a, 1000);
-    th_drain(b, 1000);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
+    th_unpair(a, b, 1000);
 }
 
 static inline void th_bad_case(th_env *e, VIP_RELIABILITY_LEVEL rel, int recv_side, th_mkbad_fn mk, void *ctx,

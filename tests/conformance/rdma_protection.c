@@ -189,14 +189,6 @@ static void reset_memory(void) {
     for (size_t i = 0; i < sizeof ALL / sizeof *ALL; i++) memset(ALL[i]->base, TH_GUARD_BYTE, ALL[i]->len + 2 * TH_GUARD);
 }
 
-static void finish_pair(VIP_VI_HANDLE a, VIP_VI_HANDLE b) {
-    VipDisconnect(a);
-    VipDisconnect(b);
-    th_drain(a, 1000);
-    th_drain(b, 1000);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
-}
 
 static void reliable_case(VIP_RELIABILITY_LEVEL rel, enum kind k, int write) {
     char ph[160];
@@ -234,7 +226,7 @@ static void reliable_case(VIP_RELIABILITY_LEVEL rel, enum kind k, int write) {
                d->CS.Status);
         if (!write) EXPECT(memcmp(dst, c.raddr, c.len) == 0, "%s: accepted read's data", ph);
         check_memory(ph, &c, write, src);
-        finish_pair(a, b);
+        th_unpair(a, b, 1000);
         E.used = mark;
         return;
     }
@@ -264,7 +256,7 @@ static void reliable_case(VIP_RELIABILITY_LEVEL rel, enum kind k, int write) {
     check_memory(ph, &c, write, src);
     th_set1(nd, E.mh, nbuf, 5);
     EXPECT_RC(VipPostSend(a, nd, E.mh), VIP_INVALID_STATE);
-    finish_pair(a, b);
+    th_unpair(a, b, 1000);
     E.used = mark;
 }
 
@@ -330,7 +322,7 @@ static void unreliable_case(enum kind k, int imm) {
            th_state_name(th_state(a)), th_state_name(th_state(b)));
     for (int i = 0; i < 20; i++) VipQueryVi(b, NULL, NULL, NULL, NULL), VipQueryVi(a, NULL, NULL, NULL, NULL);
     EXPECT(record_count() == before, "%s: %d error callback calls on an unreliable VI", ph, record_count() - before);
-    finish_pair(a, b);
+    th_unpair(a, b, 1000);
     E.used = mark;
 }
 
@@ -422,7 +414,7 @@ static void burst_with_refusal(VIP_RELIABILITY_LEVEL rel, int bad_is_read) {
                    ph, i, d->CS.Status);
         k++;
     }
-    finish_pair(a, b);
+    th_unpair(a, b, 1000);
     E.used = mark;
 }
 

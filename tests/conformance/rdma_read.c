@@ -263,12 +263,7 @@ static void over_max_transfer(VIP_RELIABILITY_LEVEL rel, int target_side) {
     EXPECT(th_guard_check(LOC1.p, LOC1.len) < 0, "%s: the refused read wrote local memory", ph);
     EXPECT(th_wait_state(a, VIP_STATE_ERROR, TH_WAIT_MS) && th_wait_state(b, VIP_STATE_ERROR, TH_WAIT_MS),
            "%s: states %s / %s, want ERROR", ph, th_state_name(th_state(a)), th_state_name(th_state(b)));
-    VipDisconnect(a);
-    VipDisconnect(b);
-    th_drain(a, 200);
-    th_drain(b, 200);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
+    th_unpair(a, b, 200);
     E.used = mark;
 }
 
@@ -304,12 +299,7 @@ static void disconnect_outstanding(VIP_RELIABILITY_LEVEL rel, int from_target) {
     VIP_VI_HANDLE other = from_target ? a : b;
     EXPECT(th_wait_state(other, VIP_STATE_ERROR, TH_WAIT_MS), "%s: the other VI %s, want ERROR", ph,
            th_state_name(th_state(other)));
-    VipDisconnect(a);
-    VipDisconnect(b);
-    th_drain(a, 200);
-    th_drain(b, 200);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
+    th_unpair(a, b, 200);
     E.used = mark;
 }
 

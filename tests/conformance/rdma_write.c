@@ -314,12 +314,7 @@ static void imm_without_receive(VIP_RELIABILITY_LEVEL rel) {
         EXPECT(th_guard_check(REG.base, TH_GUARD + OFF) < 0 && th_guard_check(REG.p + OFF + len, REG.len - OFF - len) < 0,
                "%s: bytes outside the target range changed", ph);
     }
-    VipDisconnect(a);
-    VipDisconnect(b);
-    th_drain(a, 200);
-    th_drain(b, 200);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
+    th_unpair(a, b, 200);
     E.used = mark;
 }
 
@@ -365,12 +360,7 @@ static void over_max_transfer(VIP_RELIABILITY_LEVEL rel, int target_side) {
     else
         EXPECT(th_wait_state(a, VIP_STATE_ERROR, TH_WAIT_MS) && th_wait_state(b, VIP_STATE_ERROR, TH_WAIT_MS),
                "%s: states %s / %s, want ERROR", ph, th_state_name(th_state(a)), th_state_name(th_state(b)));
-    VipDisconnect(a);
-    VipDisconnect(b);
-    th_drain(a, 200);
-    th_drain(b, 200);
-    EXPECT_RC(VipDestroyVi(a), VIP_SUCCESS);
-    EXPECT_RC(VipDestroyVi(b), VIP_SUCCESS);
+    th_unpair(a, b, 200);
     E.used = mark;
 }
 

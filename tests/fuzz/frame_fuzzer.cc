@@ -202,6 +202,7 @@ private:
     void ring(Endpoint& e, nicfw_desc* d, uint16_t queue);
     void post_recv(Endpoint& e, uint32_t i);
     void post_bad_recv(Endpoint& e, uint8_t variant);
+    SendSlot* free_send_slot(Endpoint& e);
     bool post_atomic(Endpoint& e, uint32_t op, uint64_t raddr, uint32_t rmemh);
     bool post_send(Endpoint& e, uint16_t control, uint32_t imm, uint64_t raddr, uint32_t rmemh,
                    uint32_t len, bool read);
@@ -580,14 +581,16 @@ void Harness::post_bad_recv(Endpoint& e, uint8_t variant) {
     eng_->progress();  // the doorbell is serviced before the next frame (as vipl's inline post does)
 }
 
+// A send slot of e not posted now, or null when all are.
+SendSlot* Harness::free_send_slot(Endpoint& e) {
+    for (auto& c : e.send)
+        if (!c.posted) return &c;
+    return nullptr;
+}
+
 bool Harness::post_send(Endpoint& e, uint16_t control, uint32_t imm, uint64_t raddr, uint32_t rmemh,
                         uint32_t len, bool read) {
-    SendSlot* s = nullptr;
-    for (auto& c : e.send)
-        if (!c.posted) {
-            s = &c;
-            break;
-        }
+    SendSlot* s = free_send_slot(e);
     if (!s) return false;
     nicfw_desc* d = s->d;
     memset(d, 0, kDescBytes);
@@ -606,12 +609,7 @@ bool Harness::post_send(Endpoint& e, uint16_t control, uint32_t imm, uint64_t ra
 
 // A NIC atomic (nicfw/offload/atomics): remote word, operands, 8-byte result in rbuf.
 bool Harness::post_atomic(Endpoint& e, uint32_t op, uint64_t raddr, uint32_t rmemh) {
-    SendSlot* s = nullptr;
-    for (auto& c : e.send)
-        if (!c.posted) {
-            s = &c;
-            break;
-        }
+    SendSlot* s = free_send_slot(e);
     if (!s) return false;
     nicfw_desc* d = s->d;
     memset(d, 0, kDescBytes);

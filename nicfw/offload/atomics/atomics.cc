@@ -41,9 +41,13 @@ struct AtomicsViState : OffloadViState {
     Answer answers[kTxWindow] = {};
 };
 
+// This offload's registry index (its per-VI state slot and counters), looked up once.
 uint32_t self_index() {
-    uint32_t index = 0;
-    offload_for_op(NICFW_OFFLOAD_OP_FETCH_ADD, &index);
+    static const uint32_t index = [] {
+        uint32_t i = 0;
+        offload_for_op(NICFW_OFFLOAD_OP_FETCH_ADD, &i);
+        return i;
+    }();
     return index;
 }
 

@@ -138,6 +138,9 @@ AMX_API int AM_Init(void) {
     g.inited = true;
     VIP_EXT_PROGRESS_MODE pm = VIP_EXT_PROGRESS_INLINE;
     g.inline_progress = VipExtGetProgressMode(g.nic, &pm) == VIP_SUCCESS && pm == VIP_EXT_PROGRESS_INLINE;
+    VIP_BOOLEAN lossy = VIP_TRUE;
+    g.zero_copy_long = g.inline_progress && VipExtQueryWireLossy(g.nic, &lossy) == VIP_SUCCESS && !lossy &&
+                       !getenv("AMVIA_BOUNCE");
     start_listener();
     steering_default();
     connect_timeout();
@@ -150,6 +153,7 @@ AMX_API int AM_Terminate(void) {
     stop_listener();
     for (Bundle* b : g.bundles) free_bundle(b);
     g.bundles.clear();
+    drop_source_regs();
     VipDeregisterMem(g.nic, g.probe_pad, g.probe_mh);
     free(g.probe_pad);
     g.probe_pad = nullptr;

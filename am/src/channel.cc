@@ -8,7 +8,9 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 using namespace softvia::am;
 
@@ -52,7 +54,72 @@ void reap_done_sends(Channel* c) {
     }
 }
 
+// A memory handle for [src, src+n) to RDMA-write from, or 0 (then the bounce buffer).
+// The endpoint's segment is registered already; other memory is registered on the fly as
+// page-rounded spans, kept for the next message from the same buffer. A cached span is
+// only ever read by a write that completed before its AM call returned, so replacing one
+// never pulls memory from under the NIC; registrations follow addresses, so memory the
+// program freed and reused is read as it is now, which is what the program asked to send.
+VIP_MEM_HANDLE source_handle(Endpoint* ep, const void* src, size_t n) {
+    auto lo = reinterpret_cast<uintptr_t>(src), hi = lo + n;
+    auto seg = reinterpret_cast<uintptr_t>(ep->seg);
+    if (ep->seg_mh && lo >= seg && hi <= seg + ep->seg_len) return ep->seg_mh;
+    Global::SourceReg* victim = &g.source_regs[0];
+    for (Global::SourceReg& r : g.source_regs) {
+        if (r.mh && lo >= r.lo && hi <= r.hi) {
+            r.used = ++g.source_uses;
+            return r.mh;
+        }
+        if (r.used < victim->used) victim = &r;
+    }
+    if (victim->mh) VipDeregisterMem(g.nic, reinterpret_cast<void*>(victim->lo), victim->mh);
+    victim->mh = 0;
+    // The aligned 1 MiB around the source, or the 1 MiB from its first page, if all of it
+    // is mapped (a program sending a large buffer in 64 KiB pieces then uses one or two
+    // registrations), else its pages.
+    VIP_MEM_ATTRIBUTES ma{g.ptag, VIP_FALSE, VIP_FALSE};  // local reads only
+    VIP_MEM_HANDLE mh = 0;
+    constexpr uintptr_t kMiB = uintptr_t(1) << 20, kPage = 4096;
+    const uintptr_t first = lo & ~(kPage - 1), last = (hi + kPage - 1) & ~(kPage - 1);
+    const std::pair<uintptr_t, uintptr_t> spans[] = {
+        {lo & ~(kMiB - 1), (hi + kMiB - 1) & ~(kMiB - 1)}, {first, std::max(last, first + kMiB)}, {first, last}};
+    for (auto [plo, phi] : spans) {
+        if (VipRegisterMem(g.nic, reinterpret_cast<void*>(plo), phi - plo, &ma, &mh) == VIP_SUCCESS) {
+            *victim = {plo, phi, mh, ++g.source_uses};
+            return mh;
+        }
+    }
+    return 0;
+}
+
+// Waits until the NIC has read a zero-copy payload (the write of slot), so that the
+// caller may reuse its memory when the AM call returns. Only our own NIC has to act (a
+// lossless wire; a full lane drains as the peer's NIC takes frames, as for a full ring).
+void wait_source_read(Channel* c, int slot) {
+    uint64_t end = 0;
+    for (unsigned turn = 0; c->slot_pending[slot] & kWritePending; turn++) {
+        reap_sends(c);
+        if (c->peer->state == P_DEAD) return;  // flushed: the NIC reads it no more
+        if ((turn & 1023) == 1023) {
+            if (!end) end = now_ms() + 5000;
+            else if (now_ms() > end) {
+                peer_dead(c->peer);
+                return;
+            }
+            sched_yield();
+        }
+    }
+}
+
 }  // namespace
+
+void drop_source_regs() {
+    for (Global::SourceReg& r : g.source_regs) {
+        if (r.mh) VipDeregisterMem(g.nic, reinterpret_cast<void*>(r.lo), r.mh);
+        r = {};
+    }
+    g.source_uses = 0;
+}
 
 // A free send slot, or -1 if none frees within a few seconds (the VI is broken). Only
 // our own NIC has to act for a send to complete, so this never waits for the peer's
@@ -109,16 +176,24 @@ int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
     auto* wd = reinterpret_cast<VIP_DESCRIPTOR*>(c->sdesc + size_t(slot) * kSendSlotDescBytes);
     auto* hd = reinterpret_cast<VIP_DESCRIPTOR*>(c->sdesc + size_t(slot) * kSendSlotDescBytes + 64);
     c->slot_pending[slot] = 0;
+    bool zcopy = false;
     if (is_long && nbytes) {
-        char* bounce = buf + kBufBytes[c->idx];
-        memcpy(bounce, src, nbytes);
+        VIP_MEM_HANDLE mh = g.zero_copy_long ? source_handle(p->ep, src, nbytes) : 0;
+        const void* from = src;
+        if (mh) zcopy = true;
+        else {
+            char* bounce = buf + kBufBytes[c->idx];
+            memcpy(bounce, src, nbytes);
+            from = bounce;
+            mh = p->mh;
+        }
         memset(wd, 0, 64);
         wd->CS.Control = VIP_CONTROL_OP_RDMAWRITE;
         wd->CS.SegCount = 2;
         wd->DS[0].Remote.Data.AddressBits = p->rseg_addr + offset;
         wd->DS[0].Remote.Handle = p->rseg_memh;
-        wd->DS[1].Local.Data.Address = bounce;
-        wd->DS[1].Local.Handle = p->mh;
+        wd->DS[1].Local.Data.Address = const_cast<void*>(from);
+        wd->DS[1].Local.Handle = mh;
         wd->DS[1].Local.Length = static_cast<VIP_UINT32>(nbytes);
         if (VipPostSend(c->vi, wd, p->mh) != VIP_SUCCESS) {
             c->s_used--;  // the slot was the newest: give it back
@@ -139,6 +214,7 @@ int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
         return AM_ERR_NOT_SENT;
     }
     c->slot_pending[slot] |= kSendPending;
+    if (zcopy) wait_source_read(c, slot);
     reap_done_sends(c);
     return AM_OK;
 }

@@ -56,7 +56,7 @@ constexpr size_t kHdrFixed = 24;
 inline size_t payload_offset(unsigned nargs) { return (kHdrFixed + 4 * nargs + 7) & ~size_t(7); }
 
 enum ChanIdx { C_SHORT = 0, C_MEDIUM = 1, C_LONG = 2, C_COUNT = 3 };
-constexpr int kCredits[C_COUNT] = {64, 8, 1};  // the paper's k per channel
+constexpr int kCredits[C_COUNT] = {64, 8, 4};  // the paper's k per channel
 // Receive (and header) buffer per channel: short fits 16 arguments; medium and long fit
 // a medium payload (a medium reply may answer a long request).
 constexpr size_t kBufBytes[C_COUNT] = {128, 4224, 4224};
@@ -228,6 +228,20 @@ struct Global {
     // One-sided mapping: the standing listener that takes knocks (see knock()).
     VIP_EXT_LISTEN_HANDLE listen = nullptr;
     bool inline_progress = true;  // the NIC steps only inside our own VIPL calls
+    // Long payloads go by RDMA write straight from the caller's memory when our own NIC
+    // completes a write as soon as it has read it (inline progress, lossless wire: AM
+    // waits for that before the call returns); otherwise through a bounce buffer, so that
+    // several are in flight while a lossy wire waits for acknowledgements.
+    bool zero_copy_long = false;
+    // Sources of long payloads registered on the fly (page-rounded spans, least recently
+    // used replaced): see source_handle in channel.cc.
+    struct SourceReg {
+        uintptr_t lo = 0, hi = 0;
+        VIP_MEM_HANDLE mh = 0;
+        uint64_t used = 0;
+    };
+    SourceReg source_regs[8];
+    uint64_t source_uses = 0;
     // Freed bundles and endpoints keep their (cleared) memory, so that a stale handle
     // fails its magic check with AM_ERR_BAD_ARG instead of reading freed memory.
     // (Heap vectors never destroyed: they must outlive the leak check at exit.)
@@ -296,6 +310,7 @@ int post_message(Channel* c, uint8_t kind, handler_t handler, tag_t tag, int nar
 void owe_credit(Channel* c);
 void flush_owed(Endpoint* ep);
 int send_internal(Peer* p, uint8_t kind, int nargs, const int32_t* args);
+void drop_source_regs();  // before the NIC closes
 
 // dispatch.cc: receiving, handlers, polling.
 void call_returned(Endpoint* ep, Peer* peer, Channel* ch, int status, int opcode, tag_t tag);

@@ -70,6 +70,10 @@ static void try_nic(VIP_NIC_HANDLE g) {
     BAD(VipNSShutdown(g), VIP_INVALID_PARAMETER);
     BAD(VipQuerySystemManagementInfo(g, 0, NULL), VIP_INVALID_PARAMETER);
     BAD(VipExtGetProgressMode(g, &pm), VIP_INVALID_PARAMETER);
+    {
+        VIP_BOOLEAN lossy;
+        BAD(VipExtQueryWireLossy(g, &lossy), VIP_INVALID_PARAMETER);
+    }
     BAD(VipExtProgress(g), VIP_INVALID_PARAMETER);
     BAD(VipExtQueryNicCounters(g, &c), VIP_INVALID_PARAMETER);
     BAD(VipExtListen(g, &la.a, &ls), VIP_INVALID_PARAMETER);

@@ -124,6 +124,30 @@ int main(void) {
     EXPECT_RC(VipExtOpenNic(NULL, &bad, &nic), VIP_INVALID_PARAMETER);
     EXPECT_RC(VipExtOpenNic("nosuch", NULL, &nic), VIP_INVALID_PARAMETER);
 
+    th_phase("VipExtQueryWireLossy");
+    {
+        /* shm is lossless unless the environment injects faults; udp is lossy (skipped
+         * where it is not built: the open fails). */
+        const char *faults = getenv("SOFTVIA_FAULTS");
+        const VIP_BOOLEAN shm_lossy = faults && *faults ? VIP_TRUE : VIP_FALSE;
+        struct { const char *name; VIP_BOOLEAN want; } wires[] = {{"shm", shm_lossy}, {"udp:addr=127.0.0.1", VIP_TRUE},
+                                                                   {"udp:addr=127.0.0.1,local=wire", VIP_TRUE}};
+        for (size_t i = 0; i < sizeof wires / sizeof *wires; i++) {
+            VIP_NIC_HANDLE n;
+            if (VipOpenNic(wires[i].name, &n) != VIP_SUCCESS) {
+                EXPECT(i > 0, "VipOpenNic(shm) failed");
+                continue;
+            }
+            VIP_BOOLEAN lossy = (VIP_BOOLEAN)7;
+            EXPECT_RC(VipExtQueryWireLossy(n, &lossy), VIP_SUCCESS);
+            EXPECT(lossy == wires[i].want, "%s: lossy %d, want %d", wires[i].name, (int)lossy, (int)wires[i].want);
+            EXPECT_RC(VipExtQueryWireLossy(n, NULL), VIP_INVALID_PARAMETER);
+            EXPECT_RC(VipCloseNic(n), VIP_SUCCESS);
+        }
+        VIP_BOOLEAN lossy;
+        EXPECT_RC(VipExtQueryWireLossy(NULL, &lossy), VIP_INVALID_PARAMETER);
+    }
+
     th_phase("two NICs at once have different addresses");
     {
         VIP_NIC_HANDLE a, b;

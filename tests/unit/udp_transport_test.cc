@@ -146,7 +146,23 @@ TEST(UdpTransport, AddressLayout) {
     EXPECT_EQ(host_identity(), host);
     EXPECT_NE(addr(*a), addr(*b));
     EXPECT_TRUE(a->lossy());
-    EXPECT_EQ(1472u - UdpTransport::kPreamble, a->max_frame());
+    EXPECT_EQ(UdpTransport::kMaxMtu - UdpTransport::kPreamble, a->max_frame());  // mtu=auto on loopback (65536)
+}
+
+// mtu=auto (the default) follows the bound interface: loopback's 65536 less 28; an explicit
+// mtu wins.
+TEST(UdpTransport, MtuFollowsTheInterface) {
+    auto deflt = make();
+    auto autom = make(",mtu=auto");
+    auto fixed = make(",mtu=1472");
+    ASSERT_TRUE(deflt && autom && fixed);
+    EXPECT_EQ(UdpTransport::kMaxMtu - UdpTransport::kPreamble, deflt->max_frame());
+    EXPECT_EQ(UdpTransport::kMaxMtu - UdpTransport::kPreamble, autom->max_frame());
+    EXPECT_EQ(1472u - UdpTransport::kPreamble, fixed->max_frame());
+    std::string why;
+    int rc = 0;
+    EXPECT_FALSE(make(",mtu=automatic", &why, &rc));
+    EXPECT_NE(std::string::npos, why.find("mtu")) << why;
 }
 
 TEST(UdpTransport, Options) {

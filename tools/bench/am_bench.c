@@ -3,7 +3,7 @@
  *
  *   softvia-run -n 2 --pin am_bench [--mode steer|marshal] [--iters N] [--msgs N]
  *                                    [--csv FILE] [--label TEXT] [--only lat|rate|logp|sizes]
- *                                    [--logp-csv FILE] [--sizes LIST]
+ *                                    [--logp-csv FILE] [--sizes LIST] [--bulk-mib N]
  *
  * lat:  rank 0 sends a short request with 2 arguments (8 bytes), rank 1's handler
  *       replies with 2 arguments, rank 0 polls until the reply handler ran; one-way =
@@ -24,6 +24,12 @@
  *       bandwidth (a stream of medium requests of n bytes, handlers that do not reply,
  *       until rank 1 has run them all). CSV: am_size_lat,<label>,n,median,p99,, and
  *       am_size_bw,<label>,n,,,MB/s,msgs/s.
+ * bulk: 1 MiB transfers, each as 16 long requests of AM_MaxLong() (64 KiB) into rank 1's
+ *       segment (AM_RequestXfer), back to back, --bulk-mib MiB in all; the last request's
+ *       handler answers once every earlier one ran (a channel's handlers run in order), and
+ *       every handler checks that its chunk arrived whole (first and last words). The
+ *       figure is MiB/s from the first send to that answer. CSV: am_bulk,<label>,1048576,,,
+ *       MiB/s,transfers/s.
  * The mode (firmware request/reply steering or host marshalling) applies to both ranks.
  */
 #define _GNU_SOURCE
@@ -117,6 +123,65 @@ static void sizes_run(const char *list, int iters, int msgs, FILE *csv, const ch
     }
     free(t);
     free(copy);
+}
+
+/* bulk (1 MiB transfers as 64 KiB long requests) */
+enum { BULK_BYTES = 1 << 20, BULK_CHUNK = AM_MaxLong(), BULK_CHUNKS = BULK_BYTES / BULK_CHUNK };
+static uint64_t *bulk_src;
+static volatile int bulk_bad, bulk_answers;
+static volatile long bulk_seen;
+/* chunk i of transfer t starts and ends with the word t * BULK_CHUNKS + i + 1 */
+static void bulk_fill(long t) {
+    for (int i = 0; i < BULK_CHUNKS; i++) {
+        uint64_t *w = bulk_src + (size_t)i * (BULK_CHUNK / 8);
+        w[0] = w[BULK_CHUNK / 8 - 1] = (uint64_t)(t * BULK_CHUNKS + i + 1);
+    }
+}
+static void bulk_sink(void *token, void *buf, size_t n, int t, int i, int last) {
+    const uint64_t *w = buf;
+    const uint64_t want = (uint64_t)t * BULK_CHUNKS + (uint64_t)i + 1;
+    if (n != BULK_CHUNK || w[0] != want || w[BULK_CHUNK / 8 - 1] != want) bulk_bad++;
+    bulk_seen++;
+    if (last) AM_Reply2(token, 14, bulk_bad, (int)bulk_seen);
+}
+static void bulk_done(void *token, int bad, int seen) {
+    (void)token;
+    bulk_bad = bad;
+    bulk_seen = seen;
+    bulk_answers++;
+}
+static void bulk(int mib, FILE *csv, const char *label) {
+    CK(AMX_SPMDBarrier());
+    if (rank == 0) {
+        bulk_src = aligned_alloc(4096, BULK_BYTES);
+        if (!bulk_src) DIE("bulk: out of memory");
+        memset(bulk_src, 0xab, BULK_BYTES);
+        long chunks_sent = 0; /* the receiver counts the warm-up's chunks too */
+        for (int warm = 0; warm < 2; warm++) {
+            const long transfers = warm ? mib : (mib / 10 + 1);
+            const int want = bulk_answers + 1;
+            const uint64_t t0 = now_ns();
+            for (long t = 0; t < transfers; t++) {
+                bulk_fill(t);
+                for (int i = 0; i < BULK_CHUNKS; i++)
+                    CK(AM_RequestXfer3(ep, 1, (uintptr_t)i * BULK_CHUNK, 13, (char *)bulk_src + (size_t)i * BULK_CHUNK,
+                                       BULK_CHUNK, (int)t, i, t == transfers - 1 && i == BULK_CHUNKS - 1));
+            }
+            wait_replies(&bulk_answers, want);
+            chunks_sent += transfers * BULK_CHUNKS;
+            const double secs = (now_ns() - t0) / 1e9;
+            if (bulk_bad) DIE("bulk: %d chunks arrived damaged or out of place", bulk_bad);
+            if (bulk_seen != chunks_sent)
+                DIE("bulk: the receiver ran %ld handlers for %ld chunks", (long)bulk_seen, chunks_sent);
+            if (!warm) continue;
+            const double mibps = transfers / secs;
+            printf("%-10s %8d %12.1f MiB/s\n", "am_bulk", BULK_BYTES, mibps);
+            if (csv) fprintf(csv, "am_bulk,%s,%d,,,%.2f,%.1f\n", label, BULK_BYTES, mibps, transfers / secs);
+        }
+        free(bulk_src);
+    }
+    CK(AMX_SPMDBarrier());
+    CK(AMX_SPMDBarrier());
 }
 
 static void latency(int iters, FILE *csv, const char *label) {
@@ -255,14 +320,15 @@ static void logp(const char *path, const char *label, double lat_us) {
 
 static void usage(void) {
     fprintf(stderr, "usage: softvia-run -n 2 --pin am_bench [--mode steer|marshal] [--iters N] [--msgs N]\n"
-                    "       [--csv FILE] [--label TEXT] [--only lat|rate|logp|sizes] [--logp-csv FILE] [--sizes LIST]\n");
+                    "       [--csv FILE] [--label TEXT] [--only lat|rate|logp|sizes|bulk] [--logp-csv FILE] [--sizes LIST]\n"
+                    "       [--bulk-mib N]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     const char *mode = "steer", *csvpath = NULL, *label = NULL, *only = NULL, *logp_csv = NULL;
     const char *size_list = "4,16,64,256,1024,4096";
-    int iters = 20000, msgs = 200000;
+    int iters = 20000, msgs = 200000, bulk_mib = 2048;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) usage();
@@ -274,13 +340,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--only")) only = v;
         else if (!strcmp(a, "--logp-csv")) logp_csv = v;
         else if (!strcmp(a, "--sizes")) size_list = v;
+        else if (!strcmp(a, "--bulk-mib")) bulk_mib = atoi(v);
         else usage();
         i++;
     }
-    if (iters < 10 || msgs < 1 || (strcmp(mode, "steer") && strcmp(mode, "marshal"))) usage();
+    if (iters < 10 || msgs < 1 || bulk_mib < 1 || (strcmp(mode, "steer") && strcmp(mode, "marshal"))) usage();
     if (!label) label = !strcmp(mode, "steer") ? "am-steer" : "am-marshal";
     AMX_SetSteering(!strcmp(mode, "steer"));
-    CK(AMX_SPMDStartup(0x62656e63, 0, &eb, &ep));
+    const int want_bulk = only && !strcmp(only, "bulk");
+    CK(AMX_SPMDStartup(0x62656e63, want_bulk ? BULK_BYTES : 0, &eb, &ep));
     rank = AMX_SPMDMyProc();
     if (AMX_SPMDNumProcs() != 2) DIE("run with: softvia-run -n 2 am_bench ...");
     CK(AM_SetHandler(ep, 1, ping));
@@ -294,11 +362,14 @@ int main(int argc, char **argv) {
     CK(AM_SetHandler(ep, 10, mping));
     CK(AM_SetHandler(ep, 11, mpong));
     CK(AM_SetHandler(ep, 12, msink));
+    CK(AM_SetHandler(ep, 13, bulk_sink));
+    CK(AM_SetHandler(ep, 14, bulk_done));
     FILE *csv = NULL;
     if (rank == 0 && csvpath && !(csv = fopen(csvpath, "a"))) DIE("cannot open %s", csvpath);
-    if (rank == 0) printf("# am_bench: shm, mode=%s, one-way latency in us\n", mode);
+    if (rank == 0) printf("# am_bench: %s, mode=%s, one-way latency in us\n", getenv("SOFTVIA_DEVICE") ? getenv("SOFTVIA_DEVICE") : "shm", mode);
     if (!only || !strcmp(only, "lat")) latency(iters, csv, label);
     if (!only || !strcmp(only, "rate")) rate(msgs, csv, label);
+    if (want_bulk) bulk(bulk_mib, csv, label);
     if (only && !strcmp(only, "sizes")) sizes_run(size_list, iters, msgs, csv, label);
     if (only && !strcmp(only, "logp")) {
         /* one-way latency for L, then the signature; rank 1 times its handling */

@@ -362,6 +362,11 @@ VIP_RETURN VipExtGetProgressMode(VIP_NIC_HANDLE NicHandle, VIP_EXT_PROGRESS_MODE
 /* Step the firmware once (inline mode); returns VIP_SUCCESS if it did work, else
  * VIP_NOT_DONE. In thread mode it returns VIP_NOT_DONE without doing anything. */
 VIP_RETURN VipExtProgress(VIP_NIC_HANDLE NicHandle);
+/* Whether the NIC's wire may lose frames (udp, dpdk, verbs, any wire with injected faults):
+ * reliable VIs then acknowledge and retransmit, and a reliable send completes only when
+ * the peer has acknowledged it. On a lossless wire (shm) a send completes once the NIC has
+ * put its frames on the wire: it has read the send's memory. */
+VIP_RETURN VipExtQueryWireLossy(VIP_NIC_HANDLE NicHandle, VIP_BOOLEAN *Lossy);
 
 /* Counters, per NIC and per VI. The same block is readable from other processes
  * (softvia-nicinfo). */

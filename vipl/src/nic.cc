@@ -425,6 +425,13 @@ VIPL_API VIP_RETURN VipExtGetProgressMode(VIP_NIC_HANDLE h, VIP_EXT_PROGRESS_MOD
     return VIP_SUCCESS;
 }
 
+VIPL_API VIP_RETURN VipExtQueryWireLossy(VIP_NIC_HANDLE h, VIP_BOOLEAN* lossy) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !lossy) return VIP_INVALID_PARAMETER;
+    *lossy = nic->eng->transport().lossy() ? VIP_TRUE : VIP_FALSE;
+    return VIP_SUCCESS;
+}
+
 VIPL_API VIP_RETURN VipExtProgress(VIP_NIC_HANDLE h) {
     NicObj* nic = nic_of(h);
     if (!nic) return VIP_INVALID_PARAMETER;

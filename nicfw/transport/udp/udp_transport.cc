@@ -5,6 +5,7 @@
 #include <ifaddrs.h>
 #include <linux/errqueue.h>
 #include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -92,6 +93,30 @@ in_addr_t default_addr() {
     return found;
 }
 
+// mtu=auto: the MTU of the interface that holds addr (network order) less the IPv4 and
+// UDP headers, as a NIC takes its link's MTU: 65507 on loopback, 1472 on a 1500-byte
+// Ethernet link. Both ends of a link see the same MTU; links of different MTUs need the
+// same explicit mtu= on both ends (a datagram larger than the receiver's mtu is dropped).
+uint32_t interface_mtu(in_addr_t addr) {
+    uint32_t mtu = UdpTransport::kFallbackMtu;
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) return mtu;
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+        if (reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != addr) continue;
+        ifreq ifr{};
+        snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", i->ifa_name);
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 28)
+            mtu = std::clamp<uint32_t>(static_cast<uint32_t>(ifr.ifr_mtu) - 28, UdpTransport::kMinMtu,
+                                       UdpTransport::kMaxMtu);
+        if (fd >= 0) close(fd);
+        break;
+    }
+    freeifaddrs(list);
+    return mtu;
+}
+
 // Multishot recvmsg came with Linux 6.0.
 bool kernel_has_multishot_recvmsg() {
     utsname u;
@@ -137,8 +162,12 @@ int UdpTransport::parse_options(const DeviceSpec& spec, UdpOptions* out, std::st
             }
             o.port = static_cast<uint16_t>(n);
         } else if (k == "mtu") {
+            if (v == "auto") {
+                o.mtu = 0;
+                continue;
+            }
             if (!parse_uint(v.c_str(), kMaxMtu, &n) || n < kMinMtu) {
-                *why = "udp: mtu '" + v + "' is not " + std::to_string(kMinMtu) + ".." + std::to_string(kMaxMtu);
+                *why = "udp: mtu '" + v + "' is not auto or " + std::to_string(kMinMtu) + ".." + std::to_string(kMaxMtu);
                 return -EINVAL;
             }
             o.mtu = static_cast<uint32_t>(n);
@@ -165,7 +194,6 @@ int UdpTransport::parse_options(const DeviceSpec& spec, UdpOptions* out, std::st
 
 int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* out, std::string* why) {
     std::unique_ptr<UdpTransport> t(new UdpTransport());
-    t->mtu_ = opt.mtu;
     t->fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (t->fd_ < 0) {
         int e = errno;
@@ -190,6 +218,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     }
     socklen_t sl = sizeof sa;
     getsockname(t->fd_, reinterpret_cast<sockaddr*>(&sa), &sl);
+    t->mtu_ = opt.mtu ? opt.mtu : interface_mtu(sa.sin_addr.s_addr);
 
     t->host_id_ = host_identity();
     if (getrandom(&t->nonce_, sizeof t->nonce_, 0) != sizeof t->nonce_)

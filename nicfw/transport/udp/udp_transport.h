@@ -58,7 +58,8 @@ namespace softvia::nicfw {
 struct UdpOptions {
     in_addr_t addr = 0;      // network byte order; 0: the first up non-loopback IPv4, else 127.0.0.1
     uint16_t port = 0;       // host byte order; 0: ephemeral
-    uint32_t mtu = 1472;     // bytes of UDP payload per datagram (preamble + frame)
+    uint32_t mtu = 0;        // bytes of UDP payload per datagram (preamble + frame); 0: auto,
+                             // the bound interface's MTU less the IPv4 and UDP headers
     bool rx_syscall = true;  // rx=syscall (default): recvmmsg; rx=multishot: io_uring's multishot ring
     bool tx_direct = true;   // tx=auto (default): a flush of one datagram is a sendmsg; tx=uring: never
 };
@@ -81,6 +82,7 @@ public:
     static constexpr uint32_t kPreamble = 24;
     static constexpr uint32_t kMinMtu = 256;
     static constexpr uint32_t kMaxMtu = 65507;  // largest UDP payload over IPv4
+    static constexpr uint32_t kFallbackMtu = 1472;  // auto, when the interface is not found: 1500 less 28
     static constexpr uint32_t kRefusalsForDead = 3;
 
     // Reads the udp options of a device spec (addr, port, mtu, rx, local=wire); -EINVAL

@@ -314,6 +314,15 @@ static const VIP_RELIABILITY_LEVEL th_levels[3] = {VIP_SERVICE_UNRELIABLE, VIP_S
 
 /* ---- completions ------------------------------------------------------------------- */
 
+/* Set by a program whose NIC has a firmware thread and whose peer process has one too
+ * (the multi-process tests in thread mode: mp_open). Then th_done_poll, after its short
+ * spin, sleeps 20 us per turn instead of yielding: the firmware threads of both processes
+ * spin a while after each frame without yielding, and a poller that only yields gets a
+ * core back when one of their time slices ends, milliseconds later (twice per round
+ * trip: 7 ms per ping-pong over udp). A sleeper leaves the core to them and is woken
+ * when its time is up. The same calls, the same deadline. */
+static int th_poll_sleeps;
+
 /* Polls (bounded) for the next completed send/receive descriptor with VipSendDone /
  * VipRecvDone; NULL after TH_WAIT_MS, with VIP_TIMEOUT (or the Done call's error) in
  * *rc. The Wait calls have their own test (wait_semantics.c); the helpers poll so that
@@ -330,7 +339,12 @@ static inline VIP_DESCRIPTOR *th_done_poll(VIP_VI_HANDLE vi, int recv, VIP_RETUR
         }
         /* after a short spin give the core away each turn: on 2 cores a firmware thread
          * or the peer process may need it to produce this completion */
-        if (turn >= 64) sched_yield();
+        if (turn >= 64 && th_poll_sleeps) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        } else if (turn >= 64) {
+            sched_yield();
+        }
         if ((turn & 255) == 255 && th_now_ms() >= end) break;
     }
     if (rc) *rc = VIP_TIMEOUT;

@@ -51,6 +51,9 @@ static inline void mp_open(th_env *e, const char *progress, size_t arena) {
     memset(e, 0, sizeof *e);
     VIP_EXT_NIC_OPTIONS o = mp_progress_opt(progress);
     CHECK(VipExtOpenNic(NULL, &o, &e->nic));
+    VIP_EXT_PROGRESS_MODE m;
+    CHECK(VipExtGetProgressMode(e->nic, &m));
+    th_poll_sleeps = m == VIP_EXT_PROGRESS_THREAD; /* every rank runs the same mode */
     CHECK(VipQueryNic(e->nic, &e->na));
     CHECK(VipCreatePtag(e->nic, &e->ptag));
     if (arena) {

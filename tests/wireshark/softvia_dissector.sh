@@ -169,7 +169,9 @@ for wire in $wires; do
 done
 
 # ---- NAK: one process, its NIC's VIs connected to each other through its own UDP socket
-# over the loopback of a private network namespace (no other traffic there).
+# over the loopback of a private network namespace (no other traffic there). mtu=1472:
+# Ethernet-sized datagrams, as on the veth pairs above (loopback's own MTU, which mtu=auto
+# would take, makes 64 KiB datagrams that the capture's 4096-byte snapshot cuts).
 # local_job NAME PROGRAM SCENARIO
 local_job() {
   local name=$1 prog=$2 scenario=$3 d=$work/$1 try rc
@@ -177,7 +179,7 @@ local_job() {
     rm -rf "$d"
     mkdir -p "$d"
     unshare -n sh -c 'ip link set lo up && exec "$@"' sh "${clean_env[@]}" \
-      SOFTVIA_DEVICE=udp:local=wire SOFTVIA_HOST_IFACE=lo "$here/capture_rank.sh" "$d" "$prog" >"$d/run.log" 2>&1
+      SOFTVIA_DEVICE=udp:local=wire,mtu=1472 SOFTVIA_HOST_IFACE=lo "$here/capture_rank.sh" "$d" "$prog" >"$d/run.log" 2>&1
     rc=$?
     if ((rc != 0)); then
       echo "$me: $name: the run failed (exit $rc):"

@@ -3,12 +3,15 @@
 // one in nicfw/CMakeLists.txt; the engine's blocks stay as they are (docs/offloads.md).
 #include "nicfw/offload.h"
 
+#include <cstring>
+
 namespace softvia::nicfw {
 
-extern const Offload kAtomicsOffload;  // offload/atomics: remote fetch-add, compare-and-swap
+extern const Offload kAtomicsOffload;   // offload/atomics: remote fetch-add, compare-and-swap
+extern const Offload kSteeringOffload;  // offload/steering: replies to their own receive queue
 
 namespace {
-const Offload* const kOffloads[] = {&kAtomicsOffload};
+const Offload* const kOffloads[] = {&kAtomicsOffload, &kSteeringOffload};
 static_assert(sizeof kOffloads / sizeof kOffloads[0] <= kMaxOffloads, "raise kMaxOffloads");
 constexpr uint32_t kCount = sizeof kOffloads / sizeof kOffloads[0];
 }  // namespace
@@ -23,6 +26,15 @@ const Offload* offload_for_op(uint32_t op, uint32_t* index) {
             return kOffloads[i];
         }
     return nullptr;
+}
+
+bool offload_index(const char* name, uint32_t* index) {
+    for (uint32_t i = 0; i < kCount; i++)
+        if (std::strcmp(kOffloads[i]->name, name) == 0) {
+            *index = i;
+            return true;
+        }
+    return false;
 }
 
 const OffloadFrameOp* offload_frame_op(uint8_t type) {

@@ -50,9 +50,9 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, nicfw_async_co
         complete(vi, true, vi.rq.front(), NICFW_DS_FLUSHED, 0);
         vi.rq.pop();
     }
-    while (!vi.rq_reply.empty()) {
-        complete_on(vi, NICFW_REPLYQ, vi.rq_reply.front(), NICFW_DS_FLUSHED, 0);
-        vi.rq_reply.pop();
+    while (!vi.rq_alt.empty()) {
+        complete_on(vi, NICFW_ALTQ, vi.rq_alt.front(), NICFW_DS_FLUSHED, 0);
+        vi.rq_alt.pop();
     }
     if (new_state == NICFW_VI_ERROR && old == NICFW_VI_CONNECTED)
         raise(&vi, nullptr, nullptr, NICFW_RES_VI, why);

@@ -46,7 +46,7 @@ HOT_INLINE void Engine::complete_on(Vi& vi, uint32_t queue, const WorkItem& w, u
         }
         vi.lost_n[queue].fetch_add(1, std::memory_order_release);
         raise(&vi, nullptr, d, NICFW_RES_DESCRIPTOR, NICFW_AE_COMP_PROT);
-        Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_reply;
+        Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_alt;
         if (cq) cq_push(cq, vi, queue);
         return;
     }
@@ -61,7 +61,7 @@ HOT_INLINE void Engine::complete_on(Vi& vi, uint32_t queue, const WorkItem& w, u
         bump(vi.st->c.sends_done);
         bump(status_->nic.sends_done);
     }
-    Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_reply;
+    Cq* cq = queue == NICFW_SENDQ ? vi.scq : queue == NICFW_RECVQ ? vi.rcq : vi.rcq_alt;
     if (cq) cq_push(cq, vi, queue);
 }
 

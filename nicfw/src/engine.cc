@@ -248,11 +248,11 @@ int Engine::destroy_vi(Vi* vi) {
     CtlGuard g(lock_, ctl_waiters_);
     uint32_t st = vi->state.load(std::memory_order_relaxed);
     if (st == NICFW_VI_CONNECTED || st == NICFW_VI_CONNECT_PENDING) return -EBUSY;
-    if (!vi->sq.empty() || !vi->rq.empty() || !vi->rq_reply.empty() || !vi->pending.empty()) return -EBUSY;
+    if (!vi->sq.empty() || !vi->rq.empty() || !vi->rq_alt.empty() || !vi->pending.empty()) return -EBUSY;
     uint32_t idx = NICFW_VI_INDEX(vi->id);
     if (vi->scq) vi->scq->bound--;
     if (vi->rcq) vi->rcq->bound--;
-    if (vi->rcq_reply) vi->rcq_reply->bound--;
+    if (vi->rcq_alt) vi->rcq_alt->bound--;
     tx_active_.erase(std::remove(tx_active_.begin(), tx_active_.end(), vi), tx_active_.end());
     connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), vi), connecting_.end());
     ack_owed_.erase(std::remove(ack_owed_.begin(), ack_owed_.end(), vi), ack_owed_.end());
@@ -274,13 +274,17 @@ int Engine::set_vi_attrs(Vi* vi, const ViAttrs& a) {
     return 0;
 }
 
-int Engine::enable_steering(Vi* vi, Cq* reply_cq) {
+int Engine::enable_offload(Vi* vi, uint32_t index, Cq* alt_cq) {
+    const Offload* o = offload_at(index);
+    if (!o || !o->route_flags) return -EINVAL;
     CtlGuard g(lock_, ctl_waiters_);
     if (vi->state.load(std::memory_order_relaxed) != NICFW_VI_IDLE) return -EBUSY;
-    if (vi->rcq_reply) vi->rcq_reply->bound--;
-    vi->rcq_reply = reply_cq;
-    if (reply_cq) reply_cq->bound++;
-    vi->steering = true;
+    if (vi->alt_flags && vi->alt_owner != index) return -EBUSY;  // one router per VI
+    if (vi->rcq_alt) vi->rcq_alt->bound--;
+    vi->rcq_alt = alt_cq;
+    if (alt_cq) alt_cq->bound++;
+    vi->alt_flags = o->route_flags;
+    vi->alt_owner = static_cast<uint8_t>(index);
     return 0;
 }
 
@@ -314,9 +318,9 @@ bool Engine::service_doorbells() {
         if (vi == nullptr) continue;  // VI destroyed after posting: the driver refuses that
         WorkItem w{reinterpret_cast<nicfw_desc*>(db.desc), db.memh};
         uint32_t st = vi->state.load(std::memory_order_relaxed);
-        if (db.queue == NICFW_RECVQ || db.queue == NICFW_REPLYQ) {
-            WorkQueue& q = db.queue == NICFW_REPLYQ ? vi->rq_reply : vi->rq;
-            if (st == NICFW_VI_ERROR || (db.queue == NICFW_REPLYQ && !vi->steering)) {
+        if (db.queue == NICFW_RECVQ || db.queue == NICFW_ALTQ) {
+            WorkQueue& q = db.queue == NICFW_ALTQ ? vi->rq_alt : vi->rq;
+            if (st == NICFW_VI_ERROR || (db.queue == NICFW_ALTQ && !vi->alt_flags)) {
                 complete_on(*vi, db.queue, w, NICFW_DS_FLUSHED, 0);
             } else if (!q.push(w)) {
                 complete_on(*vi, db.queue, w, NICFW_DS_FORMAT_ERROR, 0);  // driver bounds it; never

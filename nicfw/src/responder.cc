@@ -100,7 +100,7 @@ HOT_INLINE bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     vi.rx_len = h.msg_len;
     vi.rx_status = 0;
     WorkQueue& rq = recv_queue_for(vi, h.flags);
-    vi.rx_reply = &rq == &vi.rq_reply;
+    vi.rx_alt = &rq == &vi.rq_alt;
     // A receive posted before the sender sent this message may still be a doorbell in
     // flight (rung after this step's doorbell pass): it is visible now, so take it.
     if (rq.empty()) service_doorbells();
@@ -224,7 +224,7 @@ HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_fram
         if (last && (last->flags & NICFW_FF_IMMEDIATE)) {
             // RDMA write with immediate data consumes a receive descriptor.
             WorkQueue& rq = recv_queue_for(vi, last->flags);
-            const uint32_t qk = &rq == &vi.rq_reply ? NICFW_REPLYQ : NICFW_RECVQ;
+            const uint32_t qk = &rq == &vi.rq_alt ? NICFW_ALTQ : NICFW_RECVQ;
             if (rq.empty()) service_doorbells();  // a receive posted just before (see begin_receive)
             if (rq.empty()) {
                 bump(vi.st->c.drops);
@@ -246,12 +246,12 @@ HOT_INLINE void Engine::finish_receive(Vi& vi, uint32_t status, const nicfw_fram
     }
     if (!vi.rx_has_desc) return;  // discarded for lack of a descriptor
     vi.rx_has_desc = false;
-    WorkQueue& rq = vi.rx_reply ? vi.rq_reply : vi.rq;
+    WorkQueue& rq = vi.rx_alt ? vi.rq_alt : vi.rq;
     WorkItem w = rq.front();
     rq.pop();
     const bool imm = last && (last->flags & NICFW_FF_IMMEDIATE);
     if (imm) status |= NICFW_DS_IMMEDIATE;
-    complete_on(vi, vi.rx_reply ? NICFW_REPLYQ : NICFW_RECVQ, w, status,
+    complete_on(vi, vi.rx_alt ? NICFW_ALTQ : NICFW_RECVQ, w, status,
                 (status & NICFW_DS_ERROR_MASK) ? 0 : vi.rx_len, imm ? &last->imm : nullptr);
     if (status & NICFW_DS_ERROR_MASK) {
         // VIA: on a reliable VI a message the receive descriptor cannot take (too small,

@@ -238,6 +238,11 @@ private:
     }
 
     std::unique_ptr<Engine> eng_;
+    uint32_t steering_index_ = [] {
+        uint32_t i = 0;
+        offload_index("steering", &i);
+        return i;
+    }();
     Cq* cq_ = nullptr;
     uint32_t ptag_[2] = {}, memh_desc_[2] = {}, memh_window_ = 0, memh_foreign_ = 0;
     std::vector<uint8_t> self_addr_;
@@ -747,7 +752,7 @@ void Harness::reset_pair(int ai) {
     a.vi = new_vi(a.attrs);
     b.vi = new_vi(b.attrs);
     for (Endpoint* e : {&a, &b})
-        if (e->steering) FZ_CHECK(eng_->enable_steering(e->vi, cq_) == 0, "enable_steering %s", e->name);
+        if (e->steering) FZ_CHECK(eng_->enable_offload(e->vi, steering_index_, cq_) == 0, "enable steering %s", e->name);
     // (The engine is idle here: no stale request with these discriminators is in flight.)
     std::string da = "fz-pair-" + std::to_string(ai) + "a";
     std::string db = "fz-pair-" + std::to_string(ai) + "b";

@@ -236,7 +236,13 @@ VIPL_API VIP_RETURN VipExtEnableSteering(VIP_VI_HANDLE h, VIP_CQ_HANDLE cqh) {
     ViObj* vi = vi_of(h);
     CqObj* reply_cq = cqh ? cq_of(cqh) : nullptr;
     if (!vi || (cqh && (!reply_cq || reply_cq->nic != vi->nic))) return VIP_INVALID_PARAMETER;
-    if (vi->nic->eng->enable_steering(vi->dev, reply_cq ? reply_cq->dev : nullptr) < 0) return VIP_INVALID_STATE;
+    static uint32_t steering = [] {
+        uint32_t i = 0;
+        nicfw::offload_index("steering", &i);
+        return i;
+    }();
+    if (vi->nic->eng->enable_offload(vi->dev, steering, reply_cq ? reply_cq->dev : nullptr) < 0)
+        return VIP_INVALID_STATE;
     vi->reply_cq = reply_cq;
     vi->steering = true;
     return VIP_SUCCESS;

@@ -157,7 +157,10 @@ typedef struct {
 /* ---- doorbell: what the driver writes to tell the NIC about a posted descriptor ---
  * One per-NIC queue of rung doorbells, so the firmware never scans VIs to find work
  * (the paper's 15 us doorbell plateau came from that scan). */
-enum nicfw_queue_kind { NICFW_SENDQ = 0, NICFW_RECVQ = 1, NICFW_REPLYQ = 2 /* steering */ };
+/* NICFW_ALTQ: a VI's second receive queue, which an offload routes messages into by their
+ * frame flags (Offload::route_flags; steering: reply-class messages). */
+enum nicfw_queue_kind { NICFW_SENDQ = 0, NICFW_RECVQ = 1, NICFW_ALTQ = 2 };
+#define NICFW_REPLYQ NICFW_ALTQ /* steering's name for it */
 
 typedef struct {
     uint64_t desc;     /* descriptor virtual address (untrusted) */

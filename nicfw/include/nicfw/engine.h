@@ -108,7 +108,10 @@ public:
     int set_vi_attrs(Vi* vi, const ViAttrs& a);
     // The program's word for vi, carried by its later completion entries.
     void set_vi_context(Vi* vi, uint64_t ctx);
-    int enable_steering(Vi* vi, Cq* reply_cq);  // -EBUSY unless idle
+    // Turns on offload `index`'s routing of messages into vi's alternate receive queue
+    // (Offload::route_flags), completing on alt_cq (null: none). -EBUSY unless the VI is
+    // idle; -EINVAL if the offload routes nothing.
+    int enable_offload(Vi* vi, uint32_t index, Cq* alt_cq);
     // How long a reliable VI on a lossy wire retransmits without progress before its
     // connection is lost (1 ms .. kMaxRetryTimeoutMs; -EINVAL outside).
     int set_retry_timeout(Vi* vi, uint64_t ms);
@@ -383,7 +386,7 @@ private:
                      const uint32_t* imm = nullptr);
     void cq_push(Cq* cq, Vi& vi, uint32_t queue);
     WorkQueue& recv_queue_for(Vi& vi, uint8_t frame_flags) {
-        return (vi.steering && (frame_flags & NICFW_FF_REPLY)) ? vi.rq_reply : vi.rq;
+        return (frame_flags & vi.alt_flags) ? vi.rq_alt : vi.rq;
     }
     void flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, nicfw_async_code why);
     void raise(Vi* vi, Cq* cq, nicfw_desc* d, nicfw_async_resource res, nicfw_async_code code);

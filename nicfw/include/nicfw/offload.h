@@ -16,6 +16,11 @@
 //     when it first needs it; the engine drops it when the VI (re)connects or goes away.
 //   - counters: Engine::offload_counter(index, i) (names in Offload::counter_names), read
 //     with Engine::offload_counters.
+//   - receive-queue routing: an offload with route_flags, once the driver enables it on a
+//     VI (Engine::enable_offload, with a CQ), has the engine place messages whose frame
+//     flags meet route_flags through the VI's alternate receive queue (doorbell queue kind
+//     NICFW_ALTQ) instead of its receive queue: a mask test per message, no call.
+//     Request/reply steering (offload/steering) is that and nothing more.
 // Hooks run under the engine lock, in the firmware's step; they use the engine's
 // services for offloads (engine.h) and never block.
 #pragma once
@@ -64,6 +69,9 @@ struct Offload {
     const OffloadFrameOp* frames;
     uint32_t nframes;
     const char* counter_names[kMaxOffloadCounters];
+    // Frame flags (NICFW_FF_*) whose messages go to the alternate receive queue of a VI
+    // this offload is enabled on; 0: it routes nothing.
+    uint8_t route_flags;
     // Checks descriptor w (cs: the snapshot of its control segment, already checked to lie
     // in registered memory with the VI's tag) and fills *req. Returns 0 or NICFW_DS_*
     // error bits, with which the descriptor completes (and a reliable VI breaks).
@@ -77,6 +85,8 @@ struct Offload {
 const Offload* offload_at(uint32_t index);  // null past the last
 // The offload that serves offload op k, and its index; null if none.
 const Offload* offload_for_op(uint32_t op, uint32_t* index = nullptr);
+// The registry index of the offload called name; false if there is none.
+bool offload_index(const char* name, uint32_t* index);
 // The offload frame op for frame type t (above NICFW_F_CORE_MAX); null if none.
 const OffloadFrameOp* offload_frame_op(uint8_t type);
 

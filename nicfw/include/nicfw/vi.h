@@ -64,7 +64,7 @@ struct ReadService {
 };
 
 struct Vi {
-    Vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE), rq_reply(NICFW_MAX_DESC_PER_QUEUE) {}
+    Vi() : sq(NICFW_MAX_DESC_PER_QUEUE), rq(NICFW_MAX_DESC_PER_QUEUE), rq_alt(NICFW_MAX_DESC_PER_QUEUE) {}
     uint32_t id = 0;  // NICFW_VI_MAKE(index, generation)
     void* user = nullptr;
     uint64_t user_context = 0;  // the program's word, copied into each CQ entry (set_vi_context)
@@ -87,7 +87,12 @@ struct Vi {
 
     // Device queues, fed by doorbells.
     WorkQueue sq, rq;
-    WorkQueue rq_reply;        // steering: receive queue for reply-class messages
+    // The alternate receive queue (NICFW_ALTQ) and its CQ: messages whose frame flags
+    // meet alt_flags fill it. An offload routes them (Engine::enable_offload); 0: off.
+    WorkQueue rq_alt;
+    uint8_t alt_flags = 0;
+    uint8_t alt_owner = 0;  // registry index of the offload that routes them
+    Cq* rcq_alt = nullptr;
     // Completions the device could not write (complete_on: the descriptor was made
     // read-only, or left its region, after it was posted). The driver, whose Done sees
     // such a descriptor as not done, hands it back as an error when it heads
@@ -106,8 +111,6 @@ struct Vi {
             }
         return false;
     }
-    bool steering = false;
-    Cq* rcq_reply = nullptr;
     TxRing pending;               // transmitted, completing in post order
     uint32_t reads_out = 0;       // RDMA reads and offload requests (atomics) issued and not
                                   // answered (QFENCE waits on them)
@@ -157,7 +160,7 @@ struct Vi {
     // landing in registered memory (rx_dst).
     bool rx_busy = false, rx_discard = false, rx_has_desc = false;
     bool rx_write = false;
-    bool rx_reply = false;     // the message's descriptor comes from rq_reply
+    bool rx_alt = false;       // the message's descriptor comes from rq_alt
     uint8_t* rx_dst = nullptr;
     uint64_t rx_raddr = 0;     // RDMA write: the buffer the request named, for re-checks
     uint32_t rx_rmemh = 0;

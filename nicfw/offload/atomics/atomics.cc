@@ -181,6 +181,7 @@ const Offload kAtomicsOffload = {
     kFrames,
     sizeof kFrames / sizeof kFrames[0],
     {"applied", "replayed", "refused", nullptr},
+    0,  // routes no messages
     load,
     emit,
 };

@@ -92,23 +92,33 @@ VIP_MEM_HANDLE source_handle(Endpoint* ep, const void* src, size_t n) {
     return 0;
 }
 
-// Waits until the NIC has read a zero-copy payload (the write of slot), so that the
-// caller may reuse its memory when the AM call returns. Only our own NIC has to act (a
-// lossless wire; a full lane drains as the peer's NIC takes frames, as for a full ring).
-void wait_source_read(Channel* c, int slot) {
+// Takes back sends (stepping our NIC) until done() holds: true then; false if the peer
+// died first or a few seconds passed (the VI is broken). Gives the core away every 1024
+// turns. Only our own NIC has to act for a send to complete, so this never waits for the
+// peer's handlers: it is safe inside a handler.
+template <class Done>
+bool reap_until(Channel* c, Done done) {
     uint64_t end = 0;
-    for (unsigned turn = 0; c->slot_pending[slot] & kWritePending; turn++) {
+    for (unsigned turn = 0; !done(); turn++) {
         reap_sends(c);
-        if (c->peer->state == P_DEAD) return;  // flushed: the NIC reads it no more
+        if (done()) return true;
+        if (c->peer->state == P_DEAD) return false;
         if ((turn & 1023) == 1023) {
             if (!end) end = now_ms() + 5000;
-            else if (now_ms() > end) {
-                peer_dead(c->peer);
-                return;
-            }
+            else if (now_ms() > end) return false;
             sched_yield();
         }
     }
+    return true;
+}
+
+// Waits until the NIC has read a zero-copy payload (the write of slot), so that the
+// caller may reuse its memory when the AM call returns (a lossless wire: a full lane
+// drains as the peer's NIC takes frames, as for a full ring). A dead peer's write was
+// flushed: the NIC reads it no more.
+void wait_source_read(Channel* c, int slot) {
+    if (!reap_until(c, [&] { return !(c->slot_pending[slot] & kWritePending); }) && c->peer->state != P_DEAD)
+        peer_dead(c->peer);
 }
 
 }  // namespace
@@ -121,23 +131,10 @@ void drop_source_regs() {
     g.source_uses = 0;
 }
 
-// A free send slot, or -1 if none frees within a few seconds (the VI is broken). Only
-// our own NIC has to act for a send to complete, so this never waits for the peer's
-// handlers: it is safe inside a handler.
+// A free send slot, or -1 if none frees within a few seconds (the VI is broken) or the
+// peer died (reap_until: safe inside a handler).
 int get_slot(Channel* c) {
-    if (c->s_used == c->nslots) {
-        reap_sends(c);
-        uint64_t end = 0;
-        for (unsigned turn = 0; c->s_used == c->nslots; turn++) {
-            reap_sends(c);
-            if (c->peer->state == P_DEAD && c->s_used == c->nslots) return -1;
-            if ((turn & 1023) == 1023) {
-                if (!end) end = now_ms() + 5000;
-                else if (now_ms() > end) return -1;
-                sched_yield();
-            }
-        }
-    }
+    if (c->s_used == c->nslots && !reap_until(c, [c] { return c->s_used < c->nslots; })) return -1;
     int slot = c->s_head + c->s_used;  // a ring: no division on the send path
     if (slot >= c->nslots) slot -= c->nslots;
     c->s_used++;

@@ -97,7 +97,8 @@ in_addr_t default_addr() {
 // UDP headers, as a NIC takes its link's MTU: 65507 on loopback, 1472 on a 1500-byte
 // Ethernet link. Both ends of a link see the same MTU; links of different MTUs need the
 // same explicit mtu= on both ends (a datagram larger than the receiver's mtu is dropped).
-uint32_t interface_mtu(in_addr_t addr) {
+// fd: any IPv4 socket (the transport's own) for the SIOCGIFMTU query.
+uint32_t interface_mtu(int fd, in_addr_t addr) {
     uint32_t mtu = UdpTransport::kFallbackMtu;
     ifaddrs* list = nullptr;
     if (getifaddrs(&list) != 0) return mtu;
@@ -106,11 +107,9 @@ uint32_t interface_mtu(in_addr_t addr) {
         if (reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != addr) continue;
         ifreq ifr{};
         snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", i->ifa_name);
-        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0 && ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 28)
+        if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 28)
             mtu = std::clamp<uint32_t>(static_cast<uint32_t>(ifr.ifr_mtu) - 28, UdpTransport::kMinMtu,
                                        UdpTransport::kMaxMtu);
-        if (fd >= 0) close(fd);
         break;
     }
     freeifaddrs(list);
@@ -218,7 +217,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     }
     socklen_t sl = sizeof sa;
     getsockname(t->fd_, reinterpret_cast<sockaddr*>(&sa), &sl);
-    t->mtu_ = opt.mtu ? opt.mtu : interface_mtu(sa.sin_addr.s_addr);
+    t->mtu_ = opt.mtu ? opt.mtu : interface_mtu(t->fd_, sa.sin_addr.s_addr);
 
     t->host_id_ = host_identity();
     if (getrandom(&t->nonce_, sizeof t->nonce_, 0) != sizeof t->nonce_)

@@ -74,7 +74,15 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
     memcpy(s->addr, a, std::min<size_t>(alen, NICFW_MAX_ADDR));
     s->mtu = e->mtu_;
     s->max_vi = NICFW_MAX_VI;
-    for (uint32_t i = 0; i < NICFW_MAX_VI; i++) e->vi_status_[i].state = 0xFFFFFFFFu;
+    // VI lines are written as slots come into use (create_vi): readers look only below
+    // vi_hwm, and the untouched rest of the page costs no page faults.
+    for (const Offload* o; (o = offload_at(s->offloads)) != nullptr; s->offloads++) {
+        nicfw_offload_status& line = s->offload[s->offloads];
+        snprintf(line.name, sizeof line.name, "%s", o->name);
+        for (uint32_t c = 0; c < kMaxOffloadCounters; c++)
+            if (o->counter_names[c])
+                snprintf(line.counter_names[c], sizeof line.counter_names[c], "%s", o->counter_names[c]);
+    }
     __atomic_store_n(&s->magic, NICFW_STATUS_MAGIC, __ATOMIC_RELEASE);  // readers check it last
 
     e->last_slow_ns_ = now_ns();
@@ -237,6 +245,7 @@ int Engine::create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out) 
     memset(vi->st, 0, sizeof *vi->st);
     vi->st->reliability = a.reliability;
     vi->st->state = NICFW_VI_IDLE;
+    for (uint32_t i = status_->vi_hwm; i < idx; i++) vi_status_[i].state = 0xFFFFFFFFu;  // (slots come in order)
     if (idx + 1 > status_->vi_hwm) status_->vi_hwm = idx + 1;
     *out = vi.get();
     vis_[idx] = std::move(vi);

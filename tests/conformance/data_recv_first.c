@@ -3,7 +3,8 @@
  * even when the message comes from another NIC and is sent right after the post
  * returned (the receiver's NIC must know about the receive before it can match a
  * message that was caused after it). Two NICs in one process; each round posts one
- * receive on NIC B, then one send on NIC A; up to 20,000 rounds or 8 s per level.
+ * receive on NIC B, then one send on NIC A; up to 20,000 rounds or 2 s per level (10 s
+ * in the long runs: th_probe_ms).
  * Unreliable: no
  * message may be dropped (the receiver's drop counter stays 0). Reliable: the
  * connection must not break.
@@ -25,7 +26,7 @@ int main(void) {
         VIP_VI_HANDLE a = th_vi(&ea, th_levels[li], NULL, NULL), b = th_vi(&eb, th_levels[li], NULL, NULL);
         th_connect_peer2(&ea, a, &eb, b, "rf");
         int i;
-        uint64_t budget_end = th_now_ms() + 8000;
+        uint64_t budget_end = th_now_ms() + th_probe_ms(2000);
         for (i = 0; i < ROUNDS && th_now_ms() < budget_end; i++) {
             th_set1(rd, eb.mh, rb, 64);
             CHECK(VipPostRecv(b, rd, eb.mh));

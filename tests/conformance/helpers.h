@@ -46,10 +46,28 @@ static inline const char *th_rs(VIP_RETURN r) { return VipExtReturnString(r); }
 #define CHECK_RC(call, want) TH_CHECK_CODE(VIP_RETURN, call, want, th_rs, 1)
 #define EXPECT_RC(call, want) TH_CHECK_CODE(VIP_RETURN, call, want, th_rs, 0)
 
+/* The race probes (loops that repeat a narrow timing window until their budget runs
+ * out) run SOFTVIA_PROBE_SCALE times their default budget (a whole number, 1-100;
+ * default 1), and the watchdog stretches with them. The test list runs them at scale 1;
+ * the long runs (ctest -L long, README.md) at 5. */
+static inline uint64_t th_probe_scale(void) {
+    const char *s = getenv("SOFTVIA_PROBE_SCALE");
+    if (!s || !*s) return 1;
+    char *end;
+    long k = strtol(s, &end, 10);
+    if (*end || k < 1 || k > 100) {
+        fprintf(stderr, "SOFTVIA_PROBE_SCALE=%s: want a whole number from 1 to 100\n", s);
+        exit(2);
+    }
+    return (uint64_t)k;
+}
+
+static inline uint64_t th_probe_ms(uint64_t default_ms) { return default_ms * th_probe_scale(); }
+
 /* Call first in main: names the test, starts the watchdog, prints the progress mode
  * the environment asks for (SOFTVIA_PROGRESS). */
 static inline void th_init(const char *prog, unsigned watchdog_s) {
-    th_start(prog, watchdog_s ? watchdog_s : 50);
+    th_start(prog, (unsigned)((watchdog_s ? watchdog_s : 50) * th_probe_scale()));
     const char *p = getenv("SOFTVIA_PROGRESS");
     printf("%s: SOFTVIA_PROGRESS=%s\n", prog, p ? p : "(unset)");
     fflush(stdout);

@@ -92,13 +92,14 @@ int main(void) {
 
     /* Thread mode sleeps in the Wait calls once they have spun a while; the after-idle
      * rounds probe the moment a completion lands as a waiter goes to sleep, a narrow
-     * window, so in thread mode they repeat (VI and CQ in turn) for about 20 s. */
+     * window, so in thread mode they repeat (VI and CQ in turn) for about 4 s (20 s in
+     * the long runs: th_probe_ms). */
     VIP_EXT_PROGRESS_MODE pm;
     CHECK(VipExtGetProgressMode(e.nic, &pm));
     uint64_t budget_end = 0;
     for (int round = 0; round < 4;) {
         int use_cq = round & 1, after_idle = round >> 1;
-        if (after_idle && !budget_end) budget_end = th_now_ms() + 20000;
+        if (after_idle && !budget_end) budget_end = th_now_ms() + th_probe_ms(4000);
         /* inline mode has no sleep path (the waiter steps the NIC itself), and a waiter
          * that spins delays the sleeping sender's wake-ups: a short after-idle round */
         const int n = !after_idle ? 300 : pm == VIP_EXT_PROGRESS_THREAD ? K : 200;

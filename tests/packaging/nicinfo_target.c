@@ -1,8 +1,9 @@
 /*
  * nicinfo_target READY_FILE: a process for softvia-nicinfo to look at. Opens a NIC
  * (inline progress: nothing runs while we sleep), connects two of its own VIs peer to
- * peer (RR), sends 10 messages from VI a to VI b, leaves a third VI idle, writes
- * "ready" to READY_FILE and sleeps until killed.
+ * peer (RR), sends 10 messages from VI a to VI b, makes 3 NIC fetch-adds from a on b's
+ * memory (the atomics offload's counters), leaves a third VI idle, writes "ready" to
+ * READY_FILE and sleeps until killed.
  */
 #include <vipl.h>
 
@@ -47,6 +48,7 @@ int main(int argc, char **argv) {
     memset(&va, 0, sizeof va);
     va.ReliabilityLevel = VIP_SERVICE_RELIABLE_RECEPTION;
     va.Ptag = pt;
+    va.EnableRdmaWrite = VIP_TRUE; /* atomics are checked as RDMA writes */
     VIP_VI_HANDLE a, b, idle;
     CK(VipCreateVi(nic, &va, NULL, NULL, &a));
     CK(VipCreateVi(nic, &va, NULL, NULL, &b));
@@ -68,8 +70,10 @@ int main(int argc, char **argv) {
     VIP_MEM_ATTRIBUTES ma;
     memset(&ma, 0, sizeof ma);
     ma.Ptag = pt;
+    ma.EnableRdmaWrite = VIP_TRUE;
     VIP_MEM_HANDLE mh;
     CK(VipRegisterMem(nic, mem, len, &ma, &mh));
+    CK(VipExtSetMemAtomics(nic, mem, mh, VIP_TRUE));
     VIP_DESCRIPTOR *sd = (VIP_DESCRIPTOR *)mem, *rd = (VIP_DESCRIPTOR *)(mem + 256);
     char *sbuf = mem + 4096, *rbuf = mem + 8192;
     for (int i = 0; i < NMSG; i++) {
@@ -97,6 +101,34 @@ int main(int argc, char **argv) {
             fprintf(stderr, "nicinfo_target: bad send %d (status %x)\n", i, d->CS.Status);
             return 1;
         }
+    }
+
+    /* Three fetch-adds of 1 on a word of the (same) registered memory, through VI a. */
+    volatile VIP_UINT64 *word = (volatile VIP_UINT64 *)(mem + 12288);
+    VIP_UINT64 *result = (VIP_UINT64 *)(mem + 12296);
+    VIP_EXT_ATOMIC_DESCRIPTOR *ad = (VIP_EXT_ATOMIC_DESCRIPTOR *)(mem + 512);
+    for (int i = 0; i < 3; i++) {
+        memset(ad, 0, sizeof *ad);
+        ad->CS.Control = VIP_EXT_CONTROL_OP_ATOMIC | VIP_EXT_CONTROL_ATOMIC_FETCH_ADD;
+        ad->CS.SegCount = 3;
+        ad->Remote.Data.Address = (VIP_PVOID)word;
+        ad->Remote.Handle = mh;
+        ad->Args.Operand = 1;
+        ad->Result.Data.Address = result;
+        ad->Result.Handle = mh;
+        ad->Result.Length = 8;
+        CK(VipPostSend(a, (VIP_DESCRIPTOR *)ad, mh));
+        VIP_DESCRIPTOR *d;
+        CK(VipSendWait(a, 5000, &d));
+        if (d != (VIP_DESCRIPTOR *)ad || (d->CS.Status & VIP_STATUS_ERROR_MASK) || *result != (VIP_UINT64)i) {
+            fprintf(stderr, "nicinfo_target: bad fetch-add %d (status %x, old value %llu)\n", i, d->CS.Status,
+                    (unsigned long long)*result);
+            return 1;
+        }
+    }
+    if (*word != 3) {
+        fprintf(stderr, "nicinfo_target: the word is %llu after 3 fetch-adds\n", (unsigned long long)*word);
+        return 1;
     }
 
     FILE *f = fopen(argv[1], "w");

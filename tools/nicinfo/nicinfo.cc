@@ -95,6 +95,11 @@ struct ViInfo {
     nicfw_counters c;
 };
 
+struct OffloadInfo {
+    std::string name;
+    std::vector<std::pair<std::string, uint64_t>> counters;  // the named ones
+};
+
 struct NicInfo {
     long pid;       // the process we found it in (our /proc's numbering)
     uid_t uid;      // that process's owner
@@ -103,6 +108,7 @@ struct NicInfo {
     std::string device, transport, progress, addr_hex;
     uint32_t mtu, max_vi, vi_hwm, peers;
     nicfw_counters nic;
+    std::vector<OffloadInfo> offloads;
     uint32_t vis_open = 0;
     std::vector<ViInfo> vis;  // every VI in use, shown or not
 };
@@ -132,8 +138,9 @@ bool read_page(const unsigned char* buf, size_t len, long pid, uid_t uid, int fd
     }
     memcpy(&pg, buf, sizeof pg);
     if (pg.magic != NICFW_STATUS_MAGIC) {
-        *why = pg.magic == 0 ? "status page not initialised yet (NIC being opened)"
-                             : "bad status page magic";
+        *why = pg.magic == 0                      ? "status page not initialised yet (NIC being opened)"
+               : pg.magic == NICFW_STATUS_MAGIC_V1 ? "status page of an older softvia (layout 1), not read"
+                                                   : "bad status page magic";
         return false;
     }
     if (pg.abi_version != NICFW_ABI_VERSION) {
@@ -179,6 +186,25 @@ bool read_page(const unsigned char* buf, size_t len, long pid, uid_t uid, int fd
     n.vi_hwm = pg.vi_hwm;
     n.peers = pg.peers;
     n.nic = pg.nic;
+    if (pg.offloads > NICFW_STATUS_OFFLOADS) {
+        *why = "offloads " + std::to_string(pg.offloads) + " beyond " + std::to_string(NICFW_STATUS_OFFLOADS);
+        return false;
+    }
+    for (uint32_t k = 0; k < pg.offloads; k++) {
+        const nicfw_offload_status& line = pg.offload[k];
+        OffloadInfo o;
+        bool ok = field_str(line.name, sizeof line.name, &o.name);
+        for (uint32_t c = 0; ok && c < NICFW_STATUS_OFFLOAD_COUNTERS; c++) {
+            std::string cname;
+            ok = field_str(line.counter_names[c], sizeof line.counter_names[c], &cname);
+            if (ok && !cname.empty()) o.counters.emplace_back(cname, line.counter[c]);
+        }
+        if (!ok) {
+            *why = "a name field of offload line " + std::to_string(k) + " is not terminated";
+            return false;
+        }
+        n.offloads.push_back(std::move(o));
+    }
     for (uint32_t i = 0; i < pg.vi_hwm; i++) {  // vi_hwm <= max_vi: within len
         nicfw_vi_status vs;
         memcpy(&vs, buf + sizeof pg + size_t{i} * sizeof vs, sizeof vs);
@@ -390,6 +416,12 @@ void print_text(const std::vector<NicInfo>& nics, const Options& o) {
         if (hidden) printf(" (%zu without traffic not shown, --idle lists them)", hidden);
         printf("\n\tcounters:\n");
         print_text_counters(n.nic, "\t\t");
+        for (const OffloadInfo& ol : n.offloads) {
+            printf("\toffload %s:", ol.name.c_str());
+            for (const auto& [name, v] : ol.counters) printf("  %s %" PRIu64, name.c_str(), v);
+            if (ol.counters.empty()) printf("  (no counters)");
+            printf("\n");
+        }
         for (const ViInfo& v : n.vis) {
             if (!shown(v, o)) continue;
             printf("\tvi %u:\t\t%s", v.index, state_name(v.state));
@@ -444,6 +476,16 @@ void print_json(const std::vector<NicInfo>& nics, const Options& o) {
         printf("    \"peers\": %u,\n", n.peers);
         printf("    \"vis_open\": %u,\n", n.vis_open);
         printf("    \"counters\": %s,\n", json_counters(n.nic).c_str());
+        printf("    \"offloads\": {");
+        for (size_t k = 0; k < n.offloads.size(); k++) {
+            const OffloadInfo& ol = n.offloads[k];
+            printf("%s%s: {", k ? ", " : "", json_str(ol.name).c_str());
+            for (size_t c = 0; c < ol.counters.size(); c++)
+                printf("%s%s: %" PRIu64, c ? ", " : "", json_str(ol.counters[c].first).c_str(),
+                       ol.counters[c].second);
+            printf("}");
+        }
+        printf("},\n");
         printf("    \"vis\": [");
         bool first = true;
         for (const ViInfo& v : n.vis) {

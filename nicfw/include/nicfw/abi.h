@@ -274,7 +274,11 @@ typedef struct {
 
 /* ---- status page: one memfd per NIC, readable by other processes -------------------
  * Written only by the firmware (relaxed stores); readers tolerate torn counters. */
-#define NICFW_STATUS_MAGIC 0x53564e4943535431ull /* "SVNICST1" */
+#define NICFW_STATUS_MAGIC 0x53564e4943535432ull    /* "SVNICST2": this layout */
+#define NICFW_STATUS_MAGIC_V1 0x53564e4943535431ull /* "SVNICST1": before the offload lines */
+#define NICFW_STATUS_OFFLOADS 4         /* offload lines on the page */
+#define NICFW_STATUS_OFFLOAD_COUNTERS 4 /* counters per offload line */
+#define NICFW_STATUS_NAME 24            /* name fields, NUL included */
 
 typedef struct {
     uint64_t tx_frames, tx_bytes, rx_frames, rx_bytes;
@@ -293,6 +297,14 @@ typedef struct {
     nicfw_counters c;
 } nicfw_vi_status; /* 88 bytes */
 
+/* One offload of the firmware (nicfw/offload.h) and its counters: name "" means the line
+ * is unused, a counter named "" is unused. */
+typedef struct {
+    char name[NICFW_STATUS_NAME];
+    char counter_names[NICFW_STATUS_OFFLOAD_COUNTERS][NICFW_STATUS_NAME];
+    uint64_t counter[NICFW_STATUS_OFFLOAD_COUNTERS];
+} nicfw_offload_status; /* 152 bytes */
+
 typedef struct {
     uint64_t magic;
     uint32_t abi_version;
@@ -307,6 +319,9 @@ typedef struct {
     uint32_t vi_hwm;     /* one past the highest VI slot ever used */
     uint32_t peers;      /* transport peers known */
     nicfw_counters nic;
+    uint32_t offloads;   /* offload lines in use, from the first */
+    uint32_t reserved;
+    nicfw_offload_status offload[NICFW_STATUS_OFFLOADS];
     /* followed by max_vi nicfw_vi_status entries */
 } nicfw_status_page;
 
@@ -327,6 +342,8 @@ NICFW_STATIC_ASSERT(sizeof(nicfw_cqe) == 24, "completion entry");
 NICFW_STATIC_ASSERT(sizeof(nicfw_frame_hdr) == 32, "wire frame header");
 NICFW_STATIC_ASSERT(sizeof(nicfw_rdma_ext) == 16, "RDMA extension header");
 NICFW_STATIC_ASSERT(sizeof(nicfw_vi_status) == 88, "status page VI line");
+NICFW_STATIC_ASSERT(sizeof(nicfw_offload_status) == 152, "status page offload line");
+NICFW_STATIC_ASSERT(sizeof(nicfw_status_page) % 8 == 0, "VI lines after the header stay aligned");
 NICFW_STATIC_ASSERT(sizeof(nicfw_atomic_args) == sizeof(nicfw_desc_seg), "atomic operands take one segment");
 
 #ifdef __cplusplus

@@ -246,11 +246,12 @@ public:
         bump(status_->nic.errors);
     }
     // An offload's counters (Offload::counter_names), by registry index.
+    // They live on the status page (softvia-nicinfo shows them).
     void offload_count(uint32_t index, uint32_t counter, uint64_t n = 1) {
-        bump(offload_counters_[index][counter], n);
+        bump(status_->offload[index].counter[counter], n);
     }
     uint64_t offload_counter(uint32_t index, uint32_t counter) const {
-        return __atomic_load_n(&offload_counters_[index][counter], __ATOMIC_RELAXED);
+        return __atomic_load_n(&status_->offload[index].counter[counter], __ATOMIC_RELAXED);
     }
     // Opens or closes a registered region to NIC atomics (as set_mem_attrs does for RDMA).
     int set_mem_atomics(uint64_t va, uint32_t memh, bool enable);
@@ -394,7 +395,6 @@ private:
     void on_offload_frame(const RxFrame& f, const nicfw_frame_hdr& h);
 
     EngineConfig cfg_;
-    uint64_t offload_counters_[kMaxOffloads][kMaxOffloadCounters] = {};
     std::unique_ptr<Transport> tr_;
     FaultTransport* faults_ = nullptr;  // tr_ itself, when fault injection is on
     uint32_t mtu_ = 0;  // payload bytes per DATA frame

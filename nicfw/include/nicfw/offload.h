@@ -14,8 +14,9 @@
 //     opcode table dispatches to them after the common header checks.
 //   - per-VI state: Vi::offload_state[index] holds an OffloadViState the offload creates
 //     when it first needs it; the engine drops it when the VI (re)connects or goes away.
-//   - counters: Engine::offload_counter(index, i) (names in Offload::counter_names), read
-//     with Engine::offload_counters.
+//   - counters: Engine::offload_count(index, i) (names in Offload::counter_names), read
+//     with Engine::offload_counter; they are on the status page, so softvia-nicinfo
+//     shows them.
 //   - receive-queue routing: an offload with route_flags, once the driver enables it on a
 //     VI (Engine::enable_offload, with a CQ), has the engine place messages whose frame
 //     flags meet route_flags through the VI's alternate receive queue (doorbell queue kind
@@ -39,6 +40,8 @@ struct RxFrame;
 
 constexpr uint32_t kMaxOffloads = 4;          // entries of the registry
 constexpr uint32_t kMaxOffloadCounters = 4;   // counters per offload
+static_assert(kMaxOffloads <= NICFW_STATUS_OFFLOADS && kMaxOffloadCounters <= NICFW_STATUS_OFFLOAD_COUNTERS,
+              "the status page has a line for every offload and counter");
 
 // One request of an offload operation, as load() decoded it from its descriptor. It is
 // kept beside the request in the VI's pending FIFO until answered.

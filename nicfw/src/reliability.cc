@@ -7,10 +7,11 @@
 // (cumulative ACK: seq = the next request it expects) or, for an RDMA read, answers it.
 // The receiver takes exactly the next sequence number. Once kGapFramesBeforeNak frames
 // beyond it have arrived (one reordered frame is not a loss), it sends an ACK flagged
-// NICFW_FF_GAP and the sender resends from there at once, at most once per RTO for the
-// same request. Otherwise the retransmit timer (measured from ACK round trips) resends
-// from the oldest unanswered request, doubling up to kRtoMaxNs; no progress for the VI's
-// retry timeout loses the connection. docs/reliability.md has the whole protocol.
+// NICFW_FF_GAP and the sender resends from there at once, and again if the same hole is
+// still reported a round trip later (the resend was lost too). Otherwise the retransmit
+// timer (measured from ACK round trips) resends from the oldest unanswered request,
+// doubling up to kRtoMaxNs while the peer says nothing; no progress for the VI's retry
+// timeout loses the connection. docs/reliability.md has the whole protocol.
 #include <algorithm>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -86,6 +87,13 @@ static uint64_t base_rto(const Vi& vi) {
     return std::clamp(vi.srtt_ns + 4 * vi.rttvar_ns, kRtoMinNs, kRtoMaxNs);
 }
 
+// How long GAP reports of the hole a go-back filled are taken to come from frames sent
+// before it: a round trip and its variation (the retransmit timeout before any sample).
+static uint64_t gap_hold(const Vi& vi) {
+    if (vi.srtt_ns == 0) return kRtoInitialNs;
+    return std::max(vi.srtt_ns + 2 * vi.rttvar_ns, kGapHoldMinNs);
+}
+
 void Engine::rtt_sample(Vi& vi, uint64_t rtt) {
     if (vi.srtt_ns == 0) {
         vi.srtt_ns = rtt;
@@ -130,8 +138,11 @@ void Engine::go_back(Vi& vi, uint32_t seq) {
 // The peer reported a hole at seq (GAP ACK), or a read's answer skipped a fragment.
 void Engine::on_gap(Vi& vi, uint32_t seq) {
     uint64_t now = rtx_clock();
-    // The frames already on the wire behind the hole report it too: go back once.
-    if (seq == vi.gap_seq && now - vi.gap_ns < vi.rto_ns) return;
+    vi.heard_since_rto = true;
+    // The frames already on the wire behind the hole report it too: go back once for
+    // them. A report of the same hole a round trip after the go-back comes from a frame
+    // sent after the resend, so the resend was lost too: go back again.
+    if (seq == vi.gap_seq && now - vi.gap_ns < gap_hold(vi)) return;
     vi.gap_seq = seq;
     vi.gap_ns = now;
     go_back(vi, seq);
@@ -169,7 +180,11 @@ bool Engine::rtx_timers() {
         }
         if (static_cast<int64_t>(now - vi->rto_at) >= 0) {
             go_back(*vi, vi->pending.front().seq);
-            vi->rto_ns = std::min(vi->rto_ns * 2, kRtoMaxNs);
+            // Back off only when the peer has said nothing since the last expiry: GAP
+            // ACKs coming in show a live path on which resends are being lost, where a
+            // doubled timeout only stalls the stream longer.
+            if (!vi->heard_since_rto) vi->rto_ns = std::min(vi->rto_ns * 2, kRtoMaxNs);
+            vi->heard_since_rto = false;
             vi->rto_at = now + vi->rto_ns;
             did = true;
         }

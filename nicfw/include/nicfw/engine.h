@@ -60,6 +60,7 @@ constexpr uint64_t kRtoInitialNs = 2000000;     // retransmit timeout before any
 constexpr uint64_t kRtoMinNs = 200000;          // floor of the measured one (srtt + 4 rttvar)
 constexpr uint64_t kRtoMaxNs = 64000000;        // it doubles per retry up to this
 constexpr uint32_t kGapFramesBeforeNak = 2;     // out-of-order frames before a GAP ACK
+constexpr uint64_t kGapHoldMinNs = 50000;       // floor of the time a go-back answers one hole
 constexpr uint64_t kAckHoldNs = 20000;          // an ACK waits this long for a data frame to carry it
 constexpr uint32_t kAckHoldMsgs = 4;            // unless it already covers this many messages
 constexpr uint64_t kAckDenseNs = 2000;          // one-way stream: messages this close share an ACK,

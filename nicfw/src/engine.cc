@@ -76,6 +76,8 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
     s->max_vi = NICFW_MAX_VI;
     // VI lines are written as slots come into use (create_vi): readers look only below
     // vi_hwm, and the untouched rest of the page costs no page faults.
+
+    // One line per offload of the registry, its counters named.
     for (const Offload* o; (o = offload_at(s->offloads)) != nullptr; s->offloads++) {
         nicfw_offload_status& line = s->offload[s->offloads];
         snprintf(line.name, sizeof line.name, "%s", o->name);
@@ -245,7 +247,9 @@ int Engine::create_vi(const ViAttrs& a, Cq* scq, Cq* rcq, void* user, Vi** out) 
     memset(vi->st, 0, sizeof *vi->st);
     vi->st->reliability = a.reliability;
     vi->st->state = NICFW_VI_IDLE;
-    for (uint32_t i = status_->vi_hwm; i < idx; i++) vi_status_[i].state = 0xFFFFFFFFu;  // (slots come in order)
+    // Slots come in order, so this marks nothing; it keeps every line below vi_hwm valid
+    // should that change.
+    for (uint32_t i = status_->vi_hwm; i < idx; i++) vi_status_[i].state = 0xFFFFFFFFu;
     if (idx + 1 > status_->vi_hwm) status_->vi_hwm = idx + 1;
     *out = vi.get();
     vis_[idx] = std::move(vi);

@@ -151,7 +151,7 @@ struct Vi {
     uint32_t gap_seq = 0;                // the last go-back a GAP ACK asked for, and when
     uint64_t gap_ns = 0;
     uint64_t rto_ns = 0, rto_at = 0;     // retransmit timer (rto_at 0: off)
-    bool heard_since_rto = false;        // a GAP ACK came since the timer last expired
+    bool heard_since_rto = false;        // the peer reported a hole (on_gap) since the timer last expired
     uint64_t srtt_ns = 0, rttvar_ns = 0; // round trip estimate from ACKs (0: no sample yet)
     uint64_t give_up_at = 0;             // no progress until then: the connection is lost
     uint64_t retry_ns = 0;               // the VI's retry timeout

@@ -200,7 +200,15 @@ static void hvi_live(hp_hvi *h, uint64_t now) {
         if (!h->s[k].posted) {
             hp_fill(h->s[k].buf, 64, O.hr_seed, 0);
             th_set1(h->s[k].d, O.hdesc.mh, h->s[k].buf, 64);
-            CHECK(VipPostSend(h->vi, h->s[k].d, O.hdesc.mh));
+            VIP_RETURN r = VipPostSend(h->vi, h->s[k].d, O.hdesc.mh);
+            /* With the firmware thread (progress=thread) the hostile peer's disconnect or a
+             * broken connection can move the VI out of Connected after the check above:
+             * VIP_INVALID_STATE is then the right answer. Any other reason is a failure. */
+            if (r == VIP_INVALID_STATE && th_state(h->vi) != VIP_STATE_CONNECTED) {
+                hvi_teardown(h, now);
+                return;
+            }
+            CHECK(r);
             h->s[k].posted = 1;
             return;
         }

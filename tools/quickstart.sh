@@ -23,7 +23,7 @@ packages=(build-essential cmake ninja-build pkg-config libgtest-dev libgmock-dev
                                    openmpi-bin libopenmpi-dev gnuplot-nox)  # OpenSHMEM beside Split-C; plots
 [[ $what == test ]] && packages+=(clang libclang-rt-14-dev  # libFuzzer
                                   gnuplot-nox                 # the reproduction command's quick run (ctest reproduce_quick)
-                                  tshark tcpdump python3      # the Wireshark dissector's test (tests/wireshark)
+                                  tshark tcpdump ethtool python3  # the Wireshark dissector's test (tests/wireshark)
                                   slurmd slurmctld)           # srun on a single-node Slurm (ctest launchers.slurm)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

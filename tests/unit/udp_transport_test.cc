@@ -169,7 +169,7 @@ TEST(UdpTransport, Options) {
     struct Bad {
         const char* opts;
     } bad[] = {{",port=70000"}, {",port=-1"}, {",port=x"}, {",mtu=100"}, {",mtu=65508"}, {",mtu="},
-               {",local=shm"},  {",rx=fast"}, {",tx=direct"}, {",tx="}, {",colour=blue"}};
+               {",local=shm"},  {",rx=fast"}, {",tx=direct"}, {",tx="}, {",gso=on"}, {",colour=blue"}};
     for (const Bad& b : bad) {
         std::string why;
         int rc = 0;
@@ -326,6 +326,71 @@ TEST(UdpTransport, BatchedUntilFlushAndPacedPerStep) {
         EXPECT_EQ(0u, a->tx_queued());
         EXPECT_EQ(1u, receive(*b, 1).size()) << mode;
     }
+}
+
+// gso=auto: runs of one length to one peer go as UDP_SEGMENT trains (a shorter datagram
+// ends one), and the receiver reads them as UDP_GRO buffers; every frame arrives whole, in
+// order, at its own peer. One train alone goes by sendmsg (tx=auto), several through the ring.
+TEST(UdpTransport, TrainsOutAndIn) {
+    for (const char* mode : {"", ",tx=uring"}) {
+        SCOPED_TRACE(mode);
+        std::string o = std::string(",mtu=1472") + mode;
+        auto a = make(o), b = make(o), c = make(o);
+        ASSERT_TRUE(a->segmenting());
+        ASSERT_TRUE(b->coalescing());
+        int pb = resolve(*a, *b), pc = resolve(*a, *c);
+        receive(*b, 1, 10);
+        receive(*c, 1, 10);
+        const uint32_t full = a->max_frame();
+        struct Sent {
+            int peer;
+            uint32_t len;
+        } plan[] = {{pb, full}, {pb, full}, {pb, full}, {pb, full}, {pb, full}, {pb, full}, {pb, 700},
+                    {pb, full}, {pc, 200}, {pc, 200}, {pb, 100}, {pb, 100}, {pb, 100}, {pb, 64}};
+        uint32_t seq = 0;
+        for (const Sent& p : plan) ASSERT_TRUE(send(*a, p.peer, p.len, seq++));
+        a->tx_flush();
+        auto gb = receive(*b, 12);
+        auto gc = receive(*c, 2);
+        ASSERT_EQ(12u, gb.size());
+        ASSERT_EQ(2u, gc.size());
+        size_t ib = 0, ic = 0;
+        for (uint32_t k = 0; k < seq; k++) {
+            const Got& g = plan[k].peer == pb ? gb[ib++] : gc[ic++];
+            ASSERT_EQ(plan[k].len, g.data.size()) << "frame " << k;
+            EXPECT_TRUE(check(g.data.data(), plan[k].len, k)) << "frame " << k;
+        }
+        // Trains: 6 full + 700, then 200 + 200 to c, then 100 x 3 + 64 (the lone full one goes
+        // alone). Sends through the ring count when the sender reaps them (its next poll).
+        receive(*a, 1, 20);
+        EXPECT_EQ(3u, a->stats().tx_trains);
+        EXPECT_EQ(seq, a->stats().tx_datagrams);
+        EXPECT_GE(b->stats().rx_trains, 1u);
+        EXPECT_EQ(12u, b->stats().rx_datagrams);
+        // One train alone: sendmsg with tx=auto.
+        for (uint32_t k = 0; k < 3; k++) ASSERT_TRUE(send(*a, pb, full, 100 + k));
+        a->tx_flush();
+        auto g3 = receive(*b, 3);
+        ASSERT_EQ(3u, g3.size());
+        for (uint32_t k = 0; k < 3; k++) EXPECT_TRUE(check(g3[k].data.data(), full, 100 + k));
+        receive(*a, 1, 20);
+        EXPECT_EQ(4u, a->stats().tx_trains);
+    }
+    // gso=off: every datagram alone, both ways.
+    auto a = make(",mtu=1472,gso=off"), b = make(",mtu=1472,gso=off");
+    EXPECT_FALSE(a->segmenting());
+    EXPECT_FALSE(b->coalescing());
+    int pb = resolve(*a, *b);
+    receive(*b, 1, 10);
+    for (uint32_t k = 0; k < 10; k++) ASSERT_TRUE(send(*a, pb, a->max_frame(), k));
+    a->tx_flush();
+    auto got = receive(*b, 10);
+    ASSERT_EQ(10u, got.size());
+    for (uint32_t k = 0; k < 10; k++) EXPECT_TRUE(check(got[k].data.data(), a->max_frame(), k));
+    EXPECT_EQ(0u, a->stats().tx_trains);
+    EXPECT_EQ(0u, b->stats().rx_trains);
+    // Loopback's own mtu (65507): no two datagrams fit a train, so none is made.
+    EXPECT_FALSE(make()->segmenting());
 }
 
 TEST(UdpTransport, MalformedTruncatedAndStrangers) {

@@ -11,13 +11,23 @@
 # send last (ACKs, DISCONNECTs) are in it. DIR must exist. Used by softvia_dissector.sh
 # (with SOFTVIA_RANK and SOFTVIA_SIZE unset and SOFTVIA_HOST_IFACE=lo for a one-process
 # run in a private namespace) and by hand (docs/wireshark.md).
-# Exit: PROGRAM's status; 125 when the capture cannot start.
+# Exit: PROGRAM's status; 125 when the capture cannot start or the interface's
+# segmentation cannot be turned off.
 set -u
 dir=$1
 shift
 rank=${SOFTVIA_RANK:-0}
 size=${SOFTVIA_SIZE:-1}
 iface=${SOFTVIA_HOST_IFACE:?capture_rank.sh runs under softvia-run --hosts (or with SOFTVIA_HOST_IFACE set)}
+# udp sends trains of datagrams as one packet that the interface cuts (gso=auto,
+# docs/transports.md); a capture taps the packet before that cut. With the interface's
+# tx-udp-segmentation off the kernel cuts trains in software before the tap, and the
+# capture shows the datagrams the wire carries. Every rank does it for its own interface
+# before its program runs (a train from host 1 would otherwise reach host 0's veth whole).
+if ! err=$(ethtool -K "$iface" tx-udp-segmentation off 2>&1); then
+  echo "capture_rank.sh: cannot turn off tx-udp-segmentation on $iface (ethtool -K): $err" >&2
+  exit 125
+fi
 cap_pid=
 if [[ $rank == 0 ]]; then
   # To stdout, not -w FILE: tcpdump may drop privileges or be confined to some paths

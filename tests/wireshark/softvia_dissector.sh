@@ -64,6 +64,7 @@ here=$src/tests/wireshark
 command -v tshark >/dev/null || skip "tshark is not installed (Debian: apt-get install tshark)"
 tshark -v 2>/dev/null | grep -q "with Lua" || skip "this tshark is built without Lua"
 command -v tcpdump >/dev/null || skip "tcpdump is not installed (Debian: apt-get install tcpdump)"
+command -v ethtool >/dev/null || skip "ethtool is not installed (Debian: apt-get install ethtool)"
 command -v python3 >/dev/null || skip "python3 is not installed"
 [[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces for softvia-run --hosts, packet capture)"
 command -v ip >/dev/null || skip "needs iproute2 (ip)"

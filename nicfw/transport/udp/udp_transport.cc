@@ -30,6 +30,7 @@ constexpr uint16_t kBufGroup = 0;
 // generation each time it is armed), or kCancelTag for the cancel of an older one.
 constexpr uint64_t kRecvTag = 1ull << 63;
 constexpr uint64_t kCancelTag = 1ull << 62;
+constexpr uint64_t kTrainTag = 1ull << 61;  // | a TxTrain index
 
 // Which thread is stepping: the address of a thread-local (no system call).
 const void* this_thread_tag() {
@@ -41,7 +42,6 @@ constexpr uint32_t kMaxRxBufs = 1024;
 constexpr size_t kPoolBytes = 4u << 20;      // per direction
 constexpr int kSocketBuf = 4 << 20;          // SO_RCVBUF / SO_SNDBUF
 constexpr uint32_t kTxPerStep = 32;           // frames one engine step may send (pacing)
-constexpr uint32_t kSyscallBurst = 32;       // datagrams per recvmmsg (rx=syscall)
 constexpr size_t kMaxPeers = 4096;
 constexpr uint64_t kProbeGapNs = 100000000;  // liveness probe to each peer
 constexpr uint64_t kLingerNs = 1000000000;   // a released peer sent no frame this long: freed
@@ -182,6 +182,12 @@ int UdpTransport::parse_options(const DeviceSpec& spec, UdpOptions* out, std::st
                 return -EINVAL;
             }
             o.tx_direct = v == "auto";
+        } else if (k == "gso") {
+            if (v != "auto" && v != "off") {
+                *why = "udp: gso must be auto or off (got '" + v + "')";
+                return -EINVAL;
+            }
+            o.gso = v == "auto";
         } else {
             *why = "udp takes no option '" + k + "'";
             return -EINVAL;
@@ -235,6 +241,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     if (rc < 0) return rc;
     t->rx_syscall_ = opt.rx_syscall || t->br_ == nullptr;
     t->tx_direct_ = opt.tx_direct;
+    t->setup_segments(opt);
     *out = std::move(t);
     return 0;
 }
@@ -289,11 +296,12 @@ int UdpTransport::setup_ring(std::string* why) {
     }
     rx_mem_ = static_cast<uint8_t*>(m);
     pending_.resize(n);
+    pend_cap_ = n;
     taken_.reserve(n);
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
 
     // rx=syscall's recvmmsg headers, set once: the kernel writes back only msg_len,
-    // msg_namelen and msg_flags (recv_syscall resets msg_namelen of what it read).
+    // msg_namelen, msg_controllen and msg_flags (take_read resets what it read).
     mm_.assign(kSyscallBurst, mmsghdr{});
     mm_iov_.resize(kSyscallBurst);
     mm_from_.resize(kSyscallBurst);
@@ -331,6 +339,7 @@ UdpTransport::~UdpTransport() {
     if (ring_ok_) io_uring_queue_exit(&ring_);  // cancels the receive, unregisters buffers
     if (br_) munmap(br_, br_len_);
     if (rx_mem_) munmap(rx_mem_, rx_mem_len_);
+    if (gro_mem_) munmap(gro_mem_, gro_mem_len_);
     if (fd_ >= 0) close(fd_);
 }
 
@@ -392,7 +401,7 @@ void UdpTransport::free_peer(int id, std::vector<TransportEvent>& events) {
         if (v.empty()) by_endpoint_.erase(it);
     }
     for (uint32_t k = 0; k < pend_count_; k++) {
-        Pending& e = pending_[(pend_head_ + k) % rx_bufs_];
+        Pending& e = pending_[(pend_head_ + k) % pend_cap_];
         if (e.peer == id) e.peer = -1;
     }
     p = Peer{};
@@ -465,25 +474,44 @@ void UdpTransport::tx_commit(int peer, uint32_t len) {
 
 void UdpTransport::queue_send(int slot) { tx_queue_.push_back(slot); }
 
-// Hands the queued datagrams to the kernel: one alone by sendmsg (tx=auto), more as
-// sendmsg requests in one io_uring_enter, with whatever else waits in the ring.
+// Hands the queued datagrams to the kernel: one alone, or one train (udp_segments.cc), by
+// sendmsg (tx=auto); more as sendmsg requests in one io_uring_enter, with whatever else
+// waits in the ring, runs of datagrams for one peer as trains.
 void UdpTransport::submit() {
     if (tx_queue_.empty() && unsubmitted_ == 0) return;
-    if (tx_direct_ && tx_queue_.size() == 1 && unsubmitted_ == 0) {
-        int slot = tx_queue_[0];
-        tx_queue_.clear();
+    if (tx_direct_ && unsubmitted_ == 0 && train_length(0) == tx_queue_.size()) {
         // MSG_DONTWAIT: a full socket fails the send (a lost frame) instead of parking it.
-        ssize_t r = sendmsg(fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
-        send_done(slot, r >= 0 ? static_cast<int>(r) : -errno);
-        return;
+        if (tx_queue_.size() == 1) {
+            int slot = tx_queue_[0];
+            tx_queue_.clear();
+            ssize_t r = sendmsg(fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
+            send_done(slot, r >= 0 ? static_cast<int>(r) : -errno);
+            return;
+        }
+        int t = make_train(0, tx_queue_.size());
+        if (t >= 0) {
+            tx_queue_.clear();
+            ssize_t r = sendmsg(fd_, &trains_[t].msg, MSG_DONTWAIT);
+            train_done(t, r >= 0 ? static_cast<int>(r) : -errno);  // may queue them again
+            if (!tx_queue_.empty()) submit();
+            return;
+        }
     }
     size_t queued = 0;
-    for (; queued < tx_queue_.size(); queued++) {
+    while (queued < tx_queue_.size()) {
         io_uring_sqe* sqe = next_sqe();
         if (!sqe) break;  // the kernel would not take submissions: the rest wait
-        int slot = tx_queue_[queued];
-        io_uring_prep_sendmsg(sqe, fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
-        io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
+        size_t run = train_length(queued);
+        int t = run > 1 ? make_train(queued, run) : -1;
+        if (t >= 0) {
+            io_uring_prep_sendmsg(sqe, fd_, &trains_[t].msg, MSG_DONTWAIT);
+            io_uring_sqe_set_data64(sqe, kTrainTag | static_cast<uint64_t>(t));
+            queued += run;
+        } else {
+            int slot = tx_queue_[queued++];
+            io_uring_prep_sendmsg(sqe, fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
+            io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
+        }
         unsubmitted_++;
     }
     tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(queued));
@@ -568,6 +596,8 @@ void UdpTransport::reap() {
                 on_recv_cqe(c);
             } else if (c.user_data == kCancelTag) {
                 continue;  // the cancelled receive reports itself
+            } else if (c.user_data & kTrainTag) {
+                train_done(static_cast<int>(c.user_data & ~kTrainTag), c.res);
             } else {
                 send_done(static_cast<int>(c.user_data), c.res);
             }
@@ -644,7 +674,7 @@ bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_
     p.refusals = 0;
     if (probe || len == kPreamble) return false;  // a probe says the NIC is up, not that it uses us
     p.released = false;  // a frame for the engine: it holds the index again
-    uint32_t slot = (pend_head_ + pend_count_) % rx_bufs_;
+    uint32_t slot = (pend_head_ + pend_count_) % pend_cap_;
     pending_[slot] = Pending{d + kPreamble, len - kPreamble, id, bid};
     pend_count_++;
     return true;
@@ -659,15 +689,7 @@ void UdpTransport::recv_syscall() {
         if (errno != EAGAIN && errno != EINTR) errors_pending_ = true;
         return;
     }
-    for (int i = 0; i < n; i++) {
-        stats_.rx_datagrams++;
-        mm_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);  // the kernel wrote it; mm_from_[i] holds the name
-        if (mm_[i].msg_hdr.msg_flags & MSG_TRUNC) {
-            stats_.rx_truncated++;
-            continue;
-        }
-        take_datagram(static_cast<uint8_t*>(mm_iov_[i].iov_base), mm_[i].msg_len, mm_from_[i], -1);
-    }
+    for (int i = 0; i < n; i++) take_read(static_cast<uint32_t>(i), mm_[i].msg_len);
 }
 
 int UdpTransport::rx_burst(RxFrame* out, int max) {
@@ -691,7 +713,7 @@ int UdpTransport::rx_burst(RxFrame* out, int max) {
         const Pending& e = pending_[pend_head_];
         if (e.peer >= 0) out[n++] = RxFrame{e.data, e.len, e.peer};  // (-1: from a peer freed since)
         taken_.push_back(e.bid);
-        pend_head_ = (pend_head_ + 1) % rx_bufs_;
+        pend_head_ = (pend_head_ + 1) % pend_cap_;
         pend_count_--;
     }
     return n;

@@ -11,6 +11,11 @@
 // plain sendmsg, which costs 0.2-0.8 us less per datagram here (tx=auto, the default;
 // tx=uring sends every datagram through the ring; docs/transports.md). Buffers are
 // allocated once, at creation.
+// Segmentation (gso=auto, the default; udp_segments.cc): consecutive datagrams of one
+// size to one peer (a message's frames) go as one send with UDP_SEGMENT, which the
+// kernel carries as one packet through its stack and the veth or NIC and cuts into
+// datagrams of the wire's size at the last moment; the receiving socket asks for UDP_GRO
+// and reads such a train as one buffer. gso=off sends and reads every datagram alone.
 //
 // The wire can lose datagrams, so lossy() is true and reliable VIs retransmit.
 //
@@ -43,6 +48,7 @@
 
 #include <liburing.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cstdint>
 #include <memory>
@@ -62,6 +68,7 @@ struct UdpOptions {
                              // the bound interface's MTU less the IPv4 and UDP headers
     bool rx_syscall = true;  // rx=syscall (default): recvmmsg; rx=multishot: io_uring's multishot ring
     bool tx_direct = true;   // tx=auto (default): a flush of one datagram is a sendmsg; tx=uring: never
+    bool gso = true;         // gso=auto (default): UDP_SEGMENT sends, UDP_GRO receives; gso=off
 };
 
 struct UdpStats {
@@ -72,6 +79,8 @@ struct UdpStats {
     uint64_t rx_refusals = 0;   // ICMP port unreachable reports
     uint64_t tx_datagrams = 0;
     uint64_t tx_errors = 0;     // sends the kernel failed (the frame is lost)
+    uint64_t tx_trains = 0;     // sends that carried two or more datagrams (UDP_SEGMENT)
+    uint64_t rx_trains = 0;     // reads that returned two or more datagrams (UDP_GRO)
 };
 
 class UdpTransport final : public Transport {
@@ -84,6 +93,9 @@ public:
     static constexpr uint32_t kMaxMtu = 65507;  // largest UDP payload over IPv4
     static constexpr uint32_t kFallbackMtu = 1472;  // auto, when the interface is not found: 1500 less 28
     static constexpr uint32_t kRefusalsForDead = 3;
+    static constexpr uint32_t kSyscallBurst = 32;     // reads per recvmmsg (rx=syscall)
+    static constexpr uint32_t kMaxTrain = 64;         // datagrams per UDP_SEGMENT send (the kernel's limit)
+    static constexpr uint32_t kMaxTrainBytes = 65000;  // and their bytes: one IPv4 packet before it is cut
 
     // Reads the udp options of a device spec (addr, port, mtu, rx, local=wire); -EINVAL
     // with *why for anything else.
@@ -118,6 +130,8 @@ public:
 
     const UdpStats& stats() const { return stats_; }
     bool multishot() const { return !rx_syscall_; }
+    bool segmenting() const { return gso_; }  // UDP_SEGMENT sends in use (gso=auto, and the kernel takes them)
+    bool coalescing() const { return gro_; }  // UDP_GRO receives in use
     uint16_t port() const;  // host byte order
 
 private:
@@ -141,6 +155,16 @@ private:
         uint8_t* buf;  // kPreamble + frame
         bool resent;   // sent again after a send failed on another destination's ICMP
     };
+    struct TxTrain {  // one UDP_SEGMENT send: the queued slots it carries, in order
+        msghdr msg;
+        iovec iov[kMaxTrain];
+        alignas(cmsghdr) uint8_t ctl[CMSG_SPACE(sizeof(uint16_t))];
+        int slots[kMaxTrain];
+        uint32_t n;
+    };
+    struct alignas(cmsghdr) RxCtl {  // a recvmmsg entry's control buffer (the UDP_GRO size)
+        uint8_t b[CMSG_SPACE(sizeof(int))];
+    };
     struct Pending {  // a received frame not yet handed to the engine
         const uint8_t* data;
         uint32_t len;
@@ -161,6 +185,12 @@ private:
     void queue_send(int slot);  // slot's datagram goes with the next submit()
     void queue_datagram(int slot, const Peer& p, uint8_t type, uint32_t len);
     void send_done(int slot, int res);  // a send's result (a completion, or sendmsg's)
+    // udp_segments.cc: trains out (UDP_SEGMENT), trains in (UDP_GRO).
+    void setup_segments(const UdpOptions& opt);
+    size_t train_length(size_t first) const;  // queued datagrams from tx_queue_[first] one send can carry
+    int make_train(size_t first, size_t n);   // a train of them; -1 when none is free
+    void train_done(int train, int res);
+    void take_read(uint32_t i, uint32_t len);  // recvmmsg entry i: one datagram, or a train of them
     void drain_errors();
     bool send_probe(Peer& p);
     io_uring_sqe* next_sqe();
@@ -188,6 +218,10 @@ private:
     bool tx_direct_ = true;
     uint32_t unsubmitted_ = 0;   // requests in the submission queue not yet submitted
     uint32_t step_frames_ = 0;  // committed since the last tx_flush
+    bool gso_ = false;           // trains out
+    bool gro_ = false;           // trains in (rx=syscall only: ring buffers are one datagram long)
+    std::vector<TxTrain> trains_;
+    std::vector<int> train_free_;
 
     // rx: provided buffers (multishot) or recvmmsg buffers (rx=syscall).
     bool rx_syscall_ = false;
@@ -200,12 +234,16 @@ private:
     size_t rx_mem_len_ = 0;
     uint32_t rx_bufs_ = 0, rx_buf_size_ = 0, rx_buf_len_ = 0;  // count, stride, length
     msghdr rx_msg_{};  // the multishot recvmsg's template: name length only
-    std::vector<Pending> pending_;  // ring of rx_bufs_ entries
+    std::vector<Pending> pending_;  // ring of pend_cap_ entries
+    uint32_t pend_cap_ = 0;
     uint32_t pend_head_ = 0, pend_count_ = 0;
     std::vector<int> taken_;        // buffers handed out by rx_burst
     std::vector<mmsghdr> mm_;
     std::vector<iovec> mm_iov_;
     std::vector<sockaddr_in> mm_from_;
+    std::vector<RxCtl> mm_ctl_;     // with gro_
+    uint8_t* gro_mem_ = nullptr;    // with gro_: kSyscallBurst buffers of a whole train each
+    size_t gro_mem_len_ = 0;
 
     bool errors_pending_ = false;
     UdpStats stats_;

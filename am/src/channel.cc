@@ -113,12 +113,18 @@ bool reap_until(Channel* c, Done done) {
 }
 
 // Waits until the NIC has read a zero-copy payload (the write of slot), so that the
-// caller may reuse its memory when the AM call returns (a lossless wire: a full lane
-// drains as the peer's NIC takes frames, as for a full ring). A dead peer's write was
+// caller may reuse its memory when the AM call returns: the write's completion, or before
+// it VIP_EXT_STATUS_SOURCE_READ (a lossless wire: the NIC built every frame and will not
+// resend; the target's acknowledgement, which completes the write, is then still on its
+// way, and the next message need not wait a round trip for it). A dead peer's write was
 // flushed: the NIC reads it no more.
 void wait_source_read(Channel* c, int slot) {
-    if (!reap_until(c, [&] { return !(c->slot_pending[slot] & kWritePending); }) && c->peer->state != P_DEAD)
-        peer_dead(c->peer);
+    auto* wd = reinterpret_cast<VIP_DESCRIPTOR*>(c->sdesc + size_t(slot) * kSendSlotDescBytes);
+    auto read = [&] {
+        return !(c->slot_pending[slot] & kWritePending) ||
+               (__atomic_load_n(&wd->CS.Status, __ATOMIC_ACQUIRE) & VIP_EXT_STATUS_SOURCE_READ);
+    };
+    if (!reap_until(c, read) && c->peer->state != P_DEAD) peer_dead(c->peer);
 }
 
 }  // namespace

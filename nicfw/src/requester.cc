@@ -186,6 +186,9 @@ HOT_INLINE void Engine::finish_send(Vi& vi) {
     }
     const uint32_t seq = vi.tx_seq++;
     vi.sq.pop();
+    // Every frame of it is built and none will be built again (no resends on a lossless
+    // wire): its buffers are the program's again before the target's answer completes it.
+    if (kind == TxEntry::kAcked && !vi.rel_proto) mark_source_read(vi.tx_w);
     // Done already and nothing posted before it is outstanding: it completes now, as
     // retire() would, without a trip through the FIFO (the common case on a lossless wire).
     if (kind == TxEntry::kLocal && vi.pending.empty() && !vi.rel_proto) {

@@ -477,6 +477,17 @@ VIP_RETURN VipExtSetRetryTimeout(VIP_VI_HANDLE ViHandle, VIP_ULONG Milliseconds)
 #define VIP_EXT_CONTROL_ATOMIC_CMP_SWAP 0x0020
 #define VIP_EXT_STATUS_OP_ATOMIC 0x50000
 
+/* Source read (softvia): on a posted send or RDMA write that completes only when the
+ * peer acknowledges it (an RDMA write on a reliable VI, any send with reliable
+ * reception), the NIC sets VIP_EXT_STATUS_SOURCE_READ in CS.Status, before
+ * VIP_STATUS_DONE, once it has read the descriptor's local data for the last time: from
+ * then on the program may reuse those buffers (not the descriptor) while the
+ * acknowledgement is on its way. It comes only where nothing will be resent (a lossless
+ * wire: shm, or verbs; on udp or with the fault injector a resend reads the data again,
+ * so there only DONE says so). The final status written with VIP_STATUS_DONE does not
+ * carry the bit: test (Status & (VIP_STATUS_DONE | VIP_EXT_STATUS_SOURCE_READ)). */
+#define VIP_EXT_STATUS_SOURCE_READ 0x200
+
 typedef struct {
     VIP_UINT64 Operand;
     VIP_UINT64 Swap;

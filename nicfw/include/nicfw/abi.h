@@ -98,6 +98,11 @@ typedef struct {
 #define NICFW_DS_RDMA_PROT_ERROR 0x80u
 #define NICFW_DS_REMOTE_DESC_ERROR 0x100u
 #define NICFW_DS_ERROR_MASK 0x1FEu
+/* softvia: before DONE, on a send-queue descriptor whose data the device has read for
+ * the last time (every frame built, and none will be resent: a lossless wire), so the
+ * program may reuse its buffers before the target's acknowledgement completes it. DONE
+ * implies it; the completion's status does not carry it. */
+#define NICFW_DS_SOURCE_READ 0x200u
 #define NICFW_DS_OP_SEND 0x0u
 #define NICFW_DS_OP_RECEIVE 0x10000u
 #define NICFW_DS_OP_RDMA_WRITE 0x20000u

@@ -387,6 +387,9 @@ private:
     void complete_on(Vi& vi, uint32_t queue, const WorkItem& w, uint32_t status, uint32_t len,
                      const uint32_t* imm = nullptr);
     void cq_push(Cq* cq, Vi& vi, uint32_t queue);
+    // NICFW_DS_SOURCE_READ into w's status, if its memory still holds it (else nothing:
+    // the program learns it from DONE).
+    void mark_source_read(const WorkItem& w);
     WorkQueue& recv_queue_for(Vi& vi, uint8_t frame_flags) {
         return (frame_flags & vi.alt_flags) ? vi.rq_alt : vi.rq;
     }

@@ -58,13 +58,14 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, nicfw_async_co
         raise(&vi, nullptr, nullptr, NICFW_RES_VI, why);
 }
 
-// ---------------------------------------------------------------- asynchronous errors
+// A descriptor whose data the device will not read again (NICFW_DS_SOURCE_READ).
 void Engine::mark_source_read(const WorkItem& w) {
     const Region* r = mem_.find(w.memh);
     if (r && MemTable::in_range(*r, reinterpret_cast<uint64_t>(w.desc), sizeof(nicfw_desc_ctrl)))
         hostmem::store32(&w.desc->cs.status, NICFW_DS_SOURCE_READ);  // after the frames' reads (x86-64 order)
 }
 
+// ---------------------------------------------------------------- asynchronous errors
 void Engine::set_error_handler(void* ctx, void (*fn)(void*, const nicfw_async_event*)) {
     CtlGuard g(lock_, ctl_waiters_);
     std::lock_guard<SpinLock> e(err_lock_);

@@ -49,8 +49,10 @@ void UdpTransport::setup_segments(const UdpOptions& opt) {
         mm_[i].msg_hdr.msg_control = mm_ctl_[i].b;
         mm_[i].msg_hdr.msg_controllen = sizeof mm_ctl_[i].b;
     }
-    // A burst of trains can hold kMaxTrain datagrams each, all pending at once.
-    pend_cap_ = std::max<uint32_t>(pend_cap_, kSyscallBurst * kMaxTrain);
+    // A burst of trains, each of up to 128 datagrams (UDP_MAX_SEGMENTS of newer kernels;
+    // a GRO'd one holds at most 64), all pending at once; take_datagram drops what a
+    // hostile sender's tiny datagrams would add beyond that.
+    pend_cap_ = std::max<uint32_t>(pend_cap_, kSyscallBurst * 128);
     pending_.resize(pend_cap_);
     gro_ = true;
 }

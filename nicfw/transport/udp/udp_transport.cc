@@ -673,6 +673,10 @@ bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_
     if (p.dead) return false;
     p.refusals = 0;
     if (probe || len == kPreamble) return false;  // a probe says the NIC is up, not that it uses us
+    if (pend_count_ == pend_cap_) {  // a train of more datagrams than a sender may make
+        stats_.rx_overflows++;
+        return false;
+    }
     p.released = false;  // a frame for the engine: it holds the index again
     uint32_t slot = (pend_head_ + pend_count_) % pend_cap_;
     pending_[slot] = Pending{d + kPreamble, len - kPreamble, id, bid};

@@ -81,6 +81,7 @@ struct UdpStats {
     uint64_t tx_errors = 0;     // sends the kernel failed (the frame is lost)
     uint64_t tx_trains = 0;     // sends that carried two or more datagrams (UDP_SEGMENT)
     uint64_t rx_trains = 0;     // reads that returned two or more datagrams (UDP_GRO)
+    uint64_t rx_overflows = 0;  // datagrams dropped: more in one read than the queue to the engine holds
 };
 
 class UdpTransport final : public Transport {

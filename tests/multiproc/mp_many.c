@@ -30,6 +30,7 @@ static void serve(th_env *e, int clients, int expect) {
     th_addr la;
     VIP_EXT_LISTEN_HANDLE ls;
     CHECK(VipExtListen(e->nic, th_mkaddr(&la, &e->na, DISC), &ls));
+    if (sv_boot_barrier(MP_BOOT_MS) != 0) FATAL("listening barrier");  /* before the first client connects */
     conn_t *c = calloc((size_t)clients, sizeof *c);
     int n = 0, refused = 0, done = -1;
     th_phase("accept");
@@ -196,6 +197,8 @@ int main(int argc, char **argv) {
         serve(&e, clients, expect);
     } else {
         th_close_env(&e); /* its NIC only carried the address exchange */
+        /* the server listens: else the first client can get VIP_NO_MATCH (mp_churn did) */
+        if (sv_boot_barrier(MP_BOOT_MS) != 0) FATAL("listening barrier");
         clients_main(ad.addr[0], ad.alen, clients);
     }
     if (sv_boot_barrier(MP_BOOT_MS) != 0) FATAL("final barrier");

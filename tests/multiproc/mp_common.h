@@ -123,6 +123,15 @@ static inline void mp_peer_finish(VIP_VI_HANDLE vi, int peer) {
     if (r != VIP_SUCCESS) FATAL("peer connect to rank %d: %s", peer, th_rs(r));
 }
 
+/* Every rank's *v (len bytes) becomes rank root's: a broadcast over the allgather. */
+static inline void mp_from_rank(int root, void *v, size_t len) {
+    uint8_t *all = malloc(len * (size_t)mp_size);
+    if (!all) FATAL("out of memory");
+    if (sv_boot_allgather(v, len, all, MP_BOOT_MS) != 0) FATAL("allgather failed");
+    memcpy(v, all + len * (size_t)root, len);
+    free(all);
+}
+
 /* FNV-1a over a buffer: the checksum a message carries in its immediate data. */
 static inline uint32_t mp_fnv(const void *p, size_t n) {
     const uint8_t *b = p;

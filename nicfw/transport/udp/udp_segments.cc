@@ -52,8 +52,7 @@ void UdpTransport::setup_segments(const UdpOptions& opt) {
     // A burst of trains, each of up to 128 datagrams (UDP_MAX_SEGMENTS of newer kernels;
     // a GRO'd one holds at most 64), all pending at once; take_datagram drops what a
     // hostile sender's tiny datagrams would add beyond that.
-    pend_cap_ = std::max<uint32_t>(pend_cap_, kSyscallBurst * 128);
-    pending_.resize(pend_cap_);
+    pending_.resize(std::max<uint32_t>(pend_cap(), kSyscallBurst * 128));
     gro_ = true;
 }
 

@@ -296,7 +296,6 @@ int UdpTransport::setup_ring(std::string* why) {
     }
     rx_mem_ = static_cast<uint8_t*>(m);
     pending_.resize(n);
-    pend_cap_ = n;
     taken_.reserve(n);
     rx_msg_.msg_namelen = sizeof(sockaddr_in);
 
@@ -401,7 +400,7 @@ void UdpTransport::free_peer(int id, std::vector<TransportEvent>& events) {
         if (v.empty()) by_endpoint_.erase(it);
     }
     for (uint32_t k = 0; k < pend_count_; k++) {
-        Pending& e = pending_[(pend_head_ + k) % pend_cap_];
+        Pending& e = pending_[(pend_head_ + k) % pend_cap()];
         if (e.peer == id) e.peer = -1;
     }
     p = Peer{};
@@ -673,12 +672,12 @@ bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_
     if (p.dead) return false;
     p.refusals = 0;
     if (probe || len == kPreamble) return false;  // a probe says the NIC is up, not that it uses us
-    if (pend_count_ == pend_cap_) {  // a train of more datagrams than a sender may make
+    if (pend_count_ == pend_cap()) {  // a train of more datagrams than a sender may make
         stats_.rx_overflows++;
         return false;
     }
     p.released = false;  // a frame for the engine: it holds the index again
-    uint32_t slot = (pend_head_ + pend_count_) % pend_cap_;
+    uint32_t slot = (pend_head_ + pend_count_) % pend_cap();
     pending_[slot] = Pending{d + kPreamble, len - kPreamble, id, bid};
     pend_count_++;
     return true;
@@ -717,7 +716,7 @@ int UdpTransport::rx_burst(RxFrame* out, int max) {
         const Pending& e = pending_[pend_head_];
         if (e.peer >= 0) out[n++] = RxFrame{e.data, e.len, e.peer};  // (-1: from a peer freed since)
         taken_.push_back(e.bid);
-        pend_head_ = (pend_head_ + 1) % pend_cap_;
+        pend_head_ = (pend_head_ + 1) % pend_cap();
         pend_count_--;
     }
     return n;

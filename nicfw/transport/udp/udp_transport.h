@@ -98,7 +98,7 @@ public:
     static constexpr uint32_t kMaxTrain = 64;         // datagrams per UDP_SEGMENT send (the kernel's limit)
     static constexpr uint32_t kMaxTrainBytes = 65000;  // and their bytes: one IPv4 packet before it is cut
 
-    // Reads the udp options of a device spec (addr, port, mtu, rx, local=wire); -EINVAL
+    // Reads the udp options of a device spec (addr, port, mtu, rx, tx, gso, local=wire); -EINVAL
     // with *why for anything else.
     static int parse_options(const DeviceSpec& spec, UdpOptions* out, std::string* why);
     static int create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* out, std::string* why);
@@ -235,8 +235,8 @@ private:
     size_t rx_mem_len_ = 0;
     uint32_t rx_bufs_ = 0, rx_buf_size_ = 0, rx_buf_len_ = 0;  // count, stride, length
     msghdr rx_msg_{};  // the multishot recvmsg's template: name length only
-    std::vector<Pending> pending_;  // ring of pend_cap_ entries
-    uint32_t pend_cap_ = 0;
+    std::vector<Pending> pending_;  // a ring (pend_cap() entries)
+    uint32_t pend_cap() const { return static_cast<uint32_t>(pending_.size()); }
     uint32_t pend_head_ = 0, pend_count_ = 0;
     std::vector<int> taken_;        // buffers handed out by rx_burst
     std::vector<mmsghdr> mm_;

@@ -39,6 +39,9 @@ void Engine::flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, nicfw_async_co
     }
     vi.tx_busy = false;
     vi.tx_resend = false;
+    // What offloads kept for the connection (grants to a same-host peer among it) ends
+    // with it.
+    for (auto& o : vi.offload_state) o.reset();
     vi.rtx_next = vi.rtx_end;
     vi.rto_at = 0;  // rtx_timers drops the listing
     vi.rx_busy = false;

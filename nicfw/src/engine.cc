@@ -157,7 +157,18 @@ int Engine::deregister_mem(uint64_t va, uint32_t memh) {
     Region* r = mem_.find(memh);
     if (!r || r->base.load(std::memory_order_relaxed) != va) return -EINVAL;
     mem_.remove(memh);
+    offload_memory_changed(memh);
     return 0;
+}
+
+int Engine::alloc_mem(uint64_t len, void** out) {
+    CtlGuard g(lock_, ctl_waiters_);
+    return shared_.alloc(len, out);
+}
+
+int Engine::free_mem(const void* addr) {
+    CtlGuard g(lock_, ctl_waiters_);
+    return shared_.free(addr, mem_);
 }
 
 int Engine::query_mem(uint64_t va, uint32_t memh, uint32_t* ptag, bool* rdma_w, bool* rdma_r) {
@@ -181,6 +192,7 @@ int Engine::set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w
         if (int rc = hostmem::check_access(va, r->len.load(std::memory_order_relaxed), true, why)) return rc;
     }
     mem_.set_attrs(r, ptag, rdma_w, rdma_r);
+    offload_memory_changed(memh);
     return 0;
 }
 

@@ -111,7 +111,30 @@ int Engine::set_mem_atomics(uint64_t va, uint32_t memh, bool enable) {
         if (int rc = hostmem::check_access(va, r->len.load(std::memory_order_relaxed), true, nullptr)) return rc;
     }
     r->atomics = enable;
+    if (!enable) offload_memory_changed(memh);
     return 0;
+}
+
+// A loaded offload request with nothing posted before it outstanding: the offload may
+// serve it here (a same-host shortcut). True if it did; the descriptor has completed.
+bool Engine::offload_shortcut(Vi& vi, const WorkItem& w) {
+    const Offload* o = offload_at(vi.tx_offload_index);
+    uint64_t answer[2];
+    const Seg& r = vi.tx_offload.result;
+    if (!o->shortcut || r.len > sizeof answer || !o->shortcut(*this, vi, vi.tx_offload, answer)) return false;
+    if (r.len && hostmem::copy(r.ptr, answer, r.len) != 0) {
+        // The result buffer was checked a moment ago; the program unmapped it since.
+        fail_request(vi, w, NICFW_DS_PROTECTION_ERROR, NICFW_DC_OP_OFFLOAD);
+        return true;
+    }
+    vi.sq.pop();
+    complete(vi, false, w, vi.tx_status_op, r.len);
+    return true;
+}
+
+void Engine::offload_memory_changed(uint32_t memh) {
+    for (uint32_t i = 0; const Offload* o = offload_at(i); i++)
+        if (o->memory_changed) o->memory_changed(*this, memh);
 }
 
 }  // namespace softvia::nicfw

@@ -55,7 +55,7 @@ HOT_INLINE uint32_t Engine::load_send(Vi& vi, const WorkItem& w, uint32_t* op) {
 }
 
 // Starts the head send descriptor as a new request. Returns false when it completed at
-// once (with an error).
+// once (with an error, or served by an offload's shortcut).
 HOT_INLINE bool Engine::start_send(Vi& vi, const WorkItem& w) {
     uint32_t op;
     uint32_t bad = load_send(vi, w, &op);
@@ -63,6 +63,9 @@ HOT_INLINE bool Engine::start_send(Vi& vi, const WorkItem& w) {
         fail_request(vi, w, bad, op);
         return false;
     }
+    // Served without the wire (offload.h): ordered after everything posted before it.
+    if (op == NICFW_DC_OP_OFFLOAD && vi.pending.empty() && offload_shortcut(vi, w)) [[unlikely]]
+        return false;
     vi.tx_cur_seq = vi.tx_seq;
     vi.tx_resend = false;
     vi.tx_busy = true;

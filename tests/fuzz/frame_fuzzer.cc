@@ -1031,6 +1031,10 @@ void Harness::fixup(uint8_t* f, uint32_t len, nicfw_frame_hdr& h, Endpoint* t) {
         case NICFW_F_ATOMIC_REQ:
             if (len >= kHdr + kExt) fix_ext(f + kHdr, t);
             break;
+        case NICFW_F_ATOMIC_GRANT:
+            // As it comes: the descriptors it names are this process's own (the self
+            // link), and only a NIC's memory and grant pages may be mapped.
+            break;
         case NICFW_F_ATOMIC_RESP:
             // The answer an atomic in flight waits for, when there is one.
             if (t && t->vi) {

@@ -193,6 +193,13 @@ std::vector<Seed> seeds() {
         nicfw_frame_hdr a = hdr(NICFW_F_ATOMIC_RESP);
         a.msg_len = 8;
         s.frame(kRdA | F, a, fill(8, 3));
+        // A same-host grant naming descriptors of this process (none is a grant page).
+        nicfw_frame_hdr g = hdr(NICFW_F_ATOMIC_GRANT);
+        const nicfw_atomic_grant grant{0x1000, 4096, 0, 3, 4, 1, 0, 1, 0};
+        g.msg_len = sizeof grant;
+        s.frame(kRdA | F, g,
+                std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(&grant),
+                                     reinterpret_cast<const uint8_t*>(&grant) + sizeof grant));
         out.push_back(s);
     }
     {

@@ -2,6 +2,7 @@
  * mp_atomics: NIC atomics across processes (docs/offloads.md), run by the launcher:
  *   softvia-run -n N mp_atomics --op fadd|lock [--iters K] [--window W] [--rel RD|RR]
  *                               [--progress inline|thread] [--expect-replays]
+ *                               [--nicmem [--expect-shortcut | --expect-no-shortcut]]
  *
  * Rank 0 owns the words; every other rank reaches them through its own reliable VI.
  *   fadd: every rank adds 1 to one counter K times: ranks > 0 with NIC fetch-adds (W in
@@ -18,6 +19,11 @@
  * retransmitted atomic is answered from the target's record, never applied twice;
  * --expect-replays also requires that this happened at least once (it shows the run
  * tested what it claims to).
+ * --nicmem: rank 0's words are memory its NIC allocated (VipExtAllocMem): on one host the
+ * initiators' NICs then apply most atomics themselves under rank 0's grant, beside rank
+ * 0's NIC and rank 0's own CPU; the sums must stay exact, and every atomic is counted
+ * once, by rank 0's NIC (applied) or an initiator's (shortcut). --expect-shortcut: the
+ * shortcut must have served some (an shm wire); --expect-no-shortcut: none (a network).
  */
 #include "mp_common.h"
 
@@ -26,6 +32,7 @@ enum { MAXW = 64, COUNTER = 0, LOCK = 1, PLAIN = 2 };
 
 static th_env E;
 static th_region W;  /* rank 0: the words */
+static int nicmem;   /* --nicmem: W is memory of VipExtAllocMem */
 static struct {
     uint64_t addr;
     uint32_t mh, pad;
@@ -128,7 +135,7 @@ static void *stepper(void *arg) {
 
 int main(int argc, char **argv) {
     const char *op = "fadd", *progress = "inline", *rel_s = "RD";
-    int iters = 100000, window = 16, expect_replays = 0;
+    int iters = 100000, window = 16, expect_replays = 0, expect_shortcut = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--op") && i + 1 < argc) op = argv[++i];
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
@@ -136,6 +143,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rel") && i + 1 < argc) rel_s = argv[++i];
         else if (!strcmp(argv[i], "--progress") && i + 1 < argc) progress = argv[++i];
         else if (!strcmp(argv[i], "--expect-replays")) expect_replays = 1;
+        else if (!strcmp(argv[i], "--nicmem")) nicmem = 1;
+        else if (!strcmp(argv[i], "--expect-shortcut")) expect_shortcut = 1;
+        else if (!strcmp(argv[i], "--expect-no-shortcut")) expect_shortcut = -1;
         else FATAL("unknown argument '%s'", argv[i]);
     }
     const int lock = !strcmp(op, "lock");
@@ -144,9 +154,19 @@ int main(int argc, char **argv) {
     VIP_RELIABILITY_LEVEL rel = mp_rel(rel_s);
     if (rel == VIP_SERVICE_UNRELIABLE) FATAL("atomics need a reliable level (RD or RR)");
     mp_init("mp_atomics", 0, 110);
+    if (mp_size > 64) FATAL("at most 64 ranks");
     mp_open(&E, progress, 1 << 20);
     mp_log_errors(&E);
-    if (mp_rank == 0) {
+    if (mp_rank == 0 && nicmem) {
+        VIP_MEM_ATTRIBUTES ma = {E.ptag, VIP_TRUE, VIP_TRUE};
+        CHECK(VipExtAllocMem(E.nic, 4096, (VIP_PVOID *)&W.p));
+        W.len = 4096;
+        W.nic = E.nic;
+        CHECK(VipRegisterMem(E.nic, W.p, W.len, &ma, &W.mh));
+        CHECK(VipExtSetMemAtomics(E.nic, W.p, W.mh, VIP_TRUE));
+        target.addr = (uint64_t)(uintptr_t)W.p;
+        target.mh = W.mh;
+    } else if (mp_rank == 0) {
         th_region_new(&E, &W, 4096, NULL, VIP_TRUE, VIP_TRUE);
         memset(W.p, 0, W.len);
         CHECK(VipExtSetMemAtomics(E.nic, W.p, W.mh, VIP_TRUE));
@@ -174,7 +194,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < mp_size; r++)
         if (vi[r]) mp_peer_finish(vi[r], r);
 
-    uint64_t t0 = th_now_ms();
+    uint64_t t0 = th_now_ms(), ms = 0;
     if (mp_rank == 0) {
         volatile uint64_t *w = (volatile uint64_t *)W.p;
         for (int i = 0; i < iters; i++) {
@@ -201,23 +221,7 @@ int main(int argc, char **argv) {
             if (rc != VIP_SUCCESS || d != rdone[r] || OP_STATUS(d) != (VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE))
                 FATAL("rank %d never said it was done: %s", r, th_rs(rc));
         }
-        uint64_t ms = th_now_ms() - t0 + 1;
-        const uint64_t want = (uint64_t)iters * (uint64_t)mp_size;
-        const uint64_t got = lock ? w[PLAIN] : w[COUNTER];
-        VIP_EXT_ATOMIC_COUNTERS c;
-        CHECK(VipExtQueryAtomicCounters(E.nic, &c));
-        printf("mp_atomics: %s, %d ranks x %d: %llu (want %llu) in %llu ms; NIC applied %llu, replayed %llu, "
-               "refused %llu\n",
-               op, mp_size, iters, (unsigned long long)got, (unsigned long long)want, (unsigned long long)ms,
-               (unsigned long long)c.Applied, (unsigned long long)c.Replayed, (unsigned long long)c.Refused);
-        EXPECT(got == want, "%s: the counter ends at %llu, want %llu", op, (unsigned long long)got,
-               (unsigned long long)want);
-        if (lock) EXPECT(w[LOCK] == 0, "the lock is still held by %llu", (unsigned long long)w[LOCK]);
-        EXPECT(c.Refused == 0, "the NIC refused %llu atomics", (unsigned long long)c.Refused);
-        if (!lock)
-            EXPECT(c.Applied == (uint64_t)iters * (uint64_t)(mp_size - 1), "the NIC applied %llu fetch-adds, want %llu",
-                   (unsigned long long)c.Applied, (unsigned long long)iters * (unsigned long long)(mp_size - 1));
-        if (expect_replays) EXPECT(c.Replayed > 0, "no atomic was answered from the record: the faults missed");
+        ms = th_now_ms() - t0 + 1;
     } else {
         if (lock)
             lock_initiator(vi[0], iters);
@@ -231,9 +235,39 @@ int main(int argc, char **argv) {
         CHECK(VipPostSend(vi[0], sd, E.mh));
         done_must(vi[0], sd, VIP_STATUS_DONE, "done message");
     }
-    /* everyone leaves together (rank 0's NIC answers until the others are done) */
+    /* everyone leaves together (rank 0's NIC answers until the others are done); on the
+     * way, how many atomics each initiator's own NIC applied (the shortcut) */
     pthread_t t;
     if (mp_rank == 0 && pthread_create(&t, NULL, stepper, NULL) != 0) FATAL("pthread_create");
+    VIP_EXT_ATOMIC_COUNTERS c;
+    CHECK(VipExtQueryAtomicCounters(E.nic, &c));
+    uint64_t mine = c.Shortcut, all[64] = {0}, shortcut = 0;
+    if (sv_boot_allgather(&mine, sizeof mine, all, MP_BOOT_MS) != 0) FATAL("allgather failed");
+    for (int r = 1; r < mp_size; r++) shortcut += all[r];
+    if (mp_rank == 0) {
+        volatile uint64_t *w = (volatile uint64_t *)W.p;
+        const uint64_t want = (uint64_t)iters * (uint64_t)mp_size;
+        const uint64_t got = lock ? w[PLAIN] : w[COUNTER];
+        printf("mp_atomics: %s, %d ranks x %d: %llu (want %llu) in %llu ms; NIC applied %llu, replayed %llu, "
+               "refused %llu; initiators applied %llu themselves%s\n",
+               op, mp_size, iters, (unsigned long long)got, (unsigned long long)want, (unsigned long long)ms,
+               (unsigned long long)c.Applied, (unsigned long long)c.Replayed, (unsigned long long)c.Refused,
+               (unsigned long long)shortcut, nicmem ? " (NIC-allocated words)" : "");
+        EXPECT(got == want, "%s: the counter ends at %llu, want %llu", op, (unsigned long long)got,
+               (unsigned long long)want);
+        if (lock) EXPECT(w[LOCK] == 0, "the lock is still held by %llu", (unsigned long long)w[LOCK]);
+        EXPECT(c.Refused == 0, "the NIC refused %llu atomics", (unsigned long long)c.Refused);
+        if (!lock)
+            EXPECT(c.Applied + shortcut == (uint64_t)iters * (uint64_t)(mp_size - 1),
+                   "the NIC applied %llu fetch-adds and the initiators %llu, want %llu in all",
+                   (unsigned long long)c.Applied, (unsigned long long)shortcut,
+                   (unsigned long long)iters * (unsigned long long)(mp_size - 1));
+        if (!nicmem)
+            EXPECT(shortcut == 0, "%llu atomics went by the shortcut on malloc'd memory", (unsigned long long)shortcut);
+        if (expect_shortcut > 0) EXPECT(shortcut > 0, "no atomic went by the same-host shortcut");
+        if (expect_shortcut < 0) EXPECT(shortcut == 0, "%llu atomics went by the shortcut", (unsigned long long)shortcut);
+        if (expect_replays) EXPECT(c.Replayed > 0, "no atomic was answered from the record: the faults missed");
+    }
     if (sv_boot_barrier(MP_BOOT_MS) != 0) FATAL("final barrier failed");
     if (mp_rank == 0) {
         __atomic_store_n(&leaving, 1, __ATOMIC_RELEASE);

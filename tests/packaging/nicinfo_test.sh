@@ -81,8 +81,8 @@ recvs=$(sed -n 's/.*"state": "CONNECTED", .*"recvs_done": \([0-9]*\),.*/\1/p' "$
 nic_sends=$(sed -n '/^    "counters"/s/.*"sends_done": \([0-9]*\),.*/\1/p' "$T/out")
 [ -n "$nic_sends" ] && [ "$nic_sends" -ge 10 ] || fail "--json: NIC sends_done '${nic_sends}' < 10"
 # The offloads and their counters: the target's 3 fetch-adds were applied by its NIC.
-grep -q '^    "offloads": {.*"atomics": {"applied": 3, "replayed": 0, "refused": 0}' "$T/out" ||
-    fail "--json: the atomics offload line does not say 3 applied, 0 replayed, 0 refused"
+grep -q '^    "offloads": {.*"atomics": {"applied": 3, "replayed": 0, "refused": 0, "shortcut": 0}' "$T/out" ||
+    fail "--json: the atomics offload line does not say 3 applied, 0 replayed, 0 refused, 0 shortcut"
 grep -q '^    "offloads": {.*"steering": {}' "$T/out" || fail "--json: no steering offload line"
 # The idle VI is hidden by default and listed with --idle.
 [ "$(grep -c '"index": ' "$T/out")" -eq 2 ] || fail "--json: expected 2 VIs with traffic listed"
@@ -99,7 +99,7 @@ grep -Eq $'^\ttransport:\t+shm$' "$T/out" || fail "text: no transport line"
 grep -Eq $'^\tvis_open:\t+3 \\(1 without traffic' "$T/out" || fail "text: vis_open line wrong"
 [ "$(grep -c $'^\tvi [0-9]*:' "$T/out")" -eq 2 ] || fail "text: expected 2 VI lines"
 grep -q 'CONNECTED  RR' "$T/out" || fail "text: no CONNECTED RR VI"
-grep -Eq $'^\toffload atomics:  applied 3  replayed 0  refused 0$' "$T/out" || fail "text: atomics offload line wrong"
+grep -Eq $'^\toffload atomics:  applied 3  replayed 0  refused 0  shortcut 0$' "$T/out" || fail "text: atomics offload line wrong"
 
 # Whole-host scan: finds the target too (other tests' NICs may show up as well).
 run --json

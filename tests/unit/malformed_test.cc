@@ -658,8 +658,17 @@ TEST_F(Malformed, RandomFrames) {
                 h.offset = r(3) ? 0 : r(h.msg_len + 2);
                 h.frag_len = r(2) ? std::min(room, h.msg_len - std::min(h.offset, h.msg_len)) : r(room + 2);
                 h.flags = static_cast<uint8_t>(r(4));
-                // Rising message numbers, as a sender's, with some old ones mixed in.
-                h.seq = static_cast<uint32_t>(i) - (r(8) ? 0 : r(100));  // some stale or repeated
+                // Rising message numbers, as a sender's, with some old ones mixed in. They
+                // continue from the VI's own count: a random number far ahead (a loss, to
+                // an unreliable VI) must not make every later one stale, or whether any
+                // message completes would depend on the seed.
+                h.seq = v->rx_seq + static_cast<uint32_t>(i % 48) - (r(8) ? 0 : r(100));  // some stale or repeated
+                // Half of them on the pretend connection itself, so that some whole messages
+                // land (about 1 in 1,300 frames did, and a seed could give none).
+                if (r(2)) {
+                    h.dst_vi = v->id;
+                    h.src_vi = kFakeVi;
+                }
             } else if (h.type >= NICFW_F_CONN_REQ && r(2)) {
                 h.msg_len = r(2) ? std::min<uint32_t>(room, sizeof(nicfw_conn_payload)) : r(room + 8);
                 if (room >= kFixed) {
@@ -707,7 +716,7 @@ TEST_F(Malformed, RandomFrames) {
         // A message in progress from the random frames may still own the head descriptor;
         // a fresh offset-0 message ends it (partial) and lands in a posted descriptor.
         post_recv(n.e(), v, g.d, n.memh);
-        data(v, 64, 0, 64, NICFW_FF_LAST, 64, 0x99, kFrames + 1);  // newer than any random one
+        data(v, 64, 0, 64, NICFW_FF_LAST, 64, 0x99, v->rx_seq + 1);  // newer than any random one
         settle();
         bool landed = false;
         for (auto& old : gs)

@@ -18,7 +18,9 @@
  * does not grow with the number of VIs.
  * With inline progress both sides busy-poll (VipRecvDone / VipSendDone); with thread
  * progress they use VipRecvWait / VipSendWait. --only atomic: NIC fetch-add round trips
- * (one at a time, as ucx_perftest -t ucp_atomic_fadd) and their rate with WINDOW in flight. Run with --pin to place the ranks on
+ * (one at a time, as ucx_perftest -t ucp_atomic_fadd) and their rate with WINDOW in flight,
+ * on ordinary registered memory (fadd) and on memory of VipExtAllocMem (fadd_nicmem: on
+ * one host the initiator's NIC applies them itself under the target's grant). Run with --pin to place the ranks on
  * cores 0 and 1, as tools/bench/compare.sh and the peer figures do.
  */
 #define _GNU_SOURCE
@@ -334,7 +336,8 @@ static void set_fadd(VIP_EXT_ATOMIC_DESCRIPTOR *d, const struct remote *r, uint6
     d->Result.Length = 8;
 }
 
-static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote *r, FILE *csv, const char *label) {
+static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote *r, FILE *csv, const char *label,
+                         const char *test) {
     sv_boot_barrier(30000);
     if (rank != 0) {
         VIP_DESCRIPTOR *d;
@@ -378,9 +381,9 @@ static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote
     }
     double secs = (double)(now_ns() - t0) / 1e9, rate = iters / secs;
     send_imm(c, DONE_MARK);
-    printf("%-10s %8u %10.3f %10.3f   (round trip); %.0f fetch-adds/s with %d in flight\n", "fadd", 8, med, p99,
+    printf("%-10s %8u %10.3f %10.3f   (round trip); %.0f fetch-adds/s with %d in flight\n", test, 8, med, p99,
            rate, WINDOW);
-    if (csv) fprintf(csv, "atomic_fadd,%s,8,%.4f,%.4f,,%.0f\n", label, med, p99, rate);
+    if (csv) fprintf(csv, "atomic_%s,%s,8,%.4f,%.4f,,%.0f\n", test, label, med, p99, rate);
     free(t);
 }
 
@@ -521,7 +524,21 @@ int main(int argc, char **argv) {
         if (sv_boot_allgather(&me, sizeof me, both, 30000) != 0) DIE("window exchange failed");
         *window = 0;
         if (rank == 0) printf("%-10s %8s %10s %10s\n", "test", "bytes", "median_us", "p99_us");
-        atomic_bench(&c, rank, iters, &both[1 - rank], csv, label);
+        atomic_bench(&c, rank, iters, &both[1 - rank], csv, label, "fadd");
+        /* The target word in memory the NIC allocated (VipExtAllocMem): a same-host peer's
+         * NIC applies the atomics itself once the target granted it (docs/offloads.md);
+         * elsewhere the same round trip as above. */
+        uint64_t *nicmem;
+        VIP_MEM_HANDLE nmh;
+        CK(VipExtAllocMem(c.nic, 4096, (VIP_PVOID *)&nicmem));
+        CK(VipRegisterMem(c.nic, nicmem, 4096, &ma, &nmh));
+        CK(VipExtSetMemAtomics(c.nic, nicmem, nmh, VIP_TRUE));
+        me = (struct remote){(uint64_t)(uintptr_t)nicmem, nmh, 0};
+        if (sv_boot_allgather(&me, sizeof me, both, 30000) != 0) DIE("window exchange failed");
+        atomic_bench(&c, rank, iters, &both[1 - rank], csv, label, "fadd_nicmem");
+        sv_boot_barrier(30000);
+        CK(VipDeregisterMem(c.nic, nicmem, nmh));
+        CK(VipExtFreeMem(c.nic, nicmem));
     }
     if (!only || !strcmp(only, "bw")) {
         if (rank == 0) printf("%-10s %8s %10s %12s\n", "test", "bytes", "MB/s", "msgs/s");

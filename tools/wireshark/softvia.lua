@@ -42,6 +42,7 @@ local HDR_LEN = 32          -- sizeof(nicfw_frame_hdr)
 local RDMA_EXT_LEN = 16     -- sizeof(nicfw_rdma_ext)
 local ATOMIC_ARGS_LEN = 16  -- sizeof(nicfw_atomic_args)
 local ATOMIC_OLD_LEN = 8    -- ATOMIC_RESP: the old value
+local ATOMIC_GRANT_LEN = 48 -- ATOMIC_GRANT: nicfw_atomic_grant (shown as bytes)
 local CONN_FIXED = 80       -- offsetof(nicfw_conn_payload, disc)
 local MAX_TRANSFER = 16 * 1024 * 1024
 local MAX_DISC = 128
@@ -90,10 +91,11 @@ local T = {
     DATA = 1, ACK = 2, CONN_REQ = 3, CONN_ACCEPT = 4, CONN_REJECT = 5, CONN_NOMATCH = 6,
     PEER_REQ = 7, PEER_ACK = 8, DISCONNECT = 9, RDMA_WRITE = 10, READ_REQ = 11, READ_RESP = 12,
     NAK = 13, ATOMIC_REQ = 14, ATOMIC_RESP = 15,
+    ATOMIC_GRANT = 16,  -- same host only (it goes through shared memory, never on a wire)
 }
 local type_names = {}
 for k, v in pairs(T) do type_names[v] = k end
-local TYPE_MAX = 15
+local TYPE_MAX = 16
 
 -- ATOMIC_REQ's imm (NICFW_OFFLOAD_OP_*)
 local OP_FETCH_ADD, OP_CMP_SWAP = 1, 2
@@ -349,6 +351,7 @@ local function body_len(typ, flags, msg_len, frag_len)
     if typ == T.READ_RESP then return frag_len end
     if typ == T.ATOMIC_REQ then return RDMA_EXT_LEN + ATOMIC_ARGS_LEN end
     if typ == T.ATOMIC_RESP then return ATOMIC_OLD_LEN end
+    if typ == T.ATOMIC_GRANT then return ATOMIC_GRANT_LEN end
     if typ == T.ACK or typ == T.NAK then return 0 end
     if typ >= T.CONN_REQ and typ <= T.DISCONNECT then return msg_len end  -- control: msg_len is the payload
     return nil

@@ -500,6 +500,22 @@ typedef struct {
     VIP_DATA_SEGMENT Result;
 } VIP_EXT_ATOMIC_DESCRIPTOR;
 
+/* Memory the NIC allocates (softvia): Length bytes (rounded up to pages), zeroed and
+ * page-aligned, in a memfd the NIC keeps, which the NIC of a peer on this host (same
+ * kernel, same user) can map too. Registered and opened to atomics like any memory, it
+ * lets such a peer's NIC apply NIC atomics to it with its own CPU's locked instructions
+ * instead of a round trip through this NIC, after the first one went the usual way:
+ * this NIC grants that once its checks passed, and takes the grant back before
+ * VipDeregisterMem, VipSetMemAttributes or VipExtSetMemAtomics (closing) returns and when
+ * the connection ends (docs/offloads.md). Over other wires it is ordinary memory.
+ * Errors: VIP_INVALID_PARAMETER (NicHandle, Address NULL, Length 0 or above 1 TiB),
+ * VIP_ERROR_RESOURCE (no memory, file descriptors or room for more blocks: 4096 per NIC).
+ * The memory goes away with VipExtFreeMem or VipCloseNic. */
+VIP_RETURN VipExtAllocMem(VIP_NIC_HANDLE NicHandle, VIP_ULONG Length, VIP_PVOID *Address);
+/* Frees memory of VipExtAllocMem: VIP_INVALID_PARAMETER if Address is not the start of
+ * a block of this NIC, VIP_INVALID_STATE while a registration lies in it. */
+VIP_RETURN VipExtFreeMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID Address);
+
 /* Opens (Enable true) or closes a registered region to NIC atomics from peers; a new
  * registration starts closed. VIP_INVALID_PARAMETER for a handle or address that does
  * not name a registration, or memory that is not writable. */
@@ -507,9 +523,11 @@ VIP_RETURN VipExtSetMemAtomics(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddres
                                VIP_BOOLEAN Enable);
 
 /* What this NIC did as the target of atomics: applied, answered again from its record
- * of recent answers (a repeated request on a lossy wire), refused. */
+ * of recent answers (a repeated request on a lossy wire), refused; and as an initiator:
+ * atomics it applied itself under a same-host target's grant (VipExtAllocMem). */
 typedef struct {
     VIP_UINT64 Applied, Replayed, Refused;
+    VIP_UINT64 Shortcut;
 } VIP_EXT_ATOMIC_COUNTERS;
 VIP_RETURN VipExtQueryAtomicCounters(VIP_NIC_HANDLE NicHandle, VIP_EXT_ATOMIC_COUNTERS *Counters);
 

@@ -487,6 +487,24 @@ VIPL_API VIP_RETURN VipExtSetMemAtomics(VIP_NIC_HANDLE h, VIP_PVOID va, VIP_MEM_
                                                                                             : VIP_SUCCESS;
 }
 
+VIPL_API VIP_RETURN VipExtAllocMem(VIP_NIC_HANDLE h, VIP_ULONG len, VIP_PVOID* out) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !out || len == 0 || len > nicfw::SharedMemory::kMaxBlock) return VIP_INVALID_PARAMETER;
+    void* p = nullptr;
+    int rc = nic->eng->alloc_mem(len, &p);
+    if (rc == -EINVAL) return VIP_INVALID_PARAMETER;
+    if (rc < 0) return VIP_ERROR_RESOURCE;
+    *out = p;
+    return VIP_SUCCESS;
+}
+
+VIPL_API VIP_RETURN VipExtFreeMem(VIP_NIC_HANDLE h, VIP_PVOID addr) {
+    NicObj* nic = nic_of(h);
+    if (!nic || !addr) return VIP_INVALID_PARAMETER;
+    int rc = nic->eng->free_mem(addr);
+    return rc == -EBUSY ? VIP_INVALID_STATE : rc < 0 ? VIP_INVALID_PARAMETER : VIP_SUCCESS;
+}
+
 VIPL_API VIP_RETURN VipExtQueryAtomicCounters(VIP_NIC_HANDLE h, VIP_EXT_ATOMIC_COUNTERS* out) {
     NicObj* nic = nic_of(h);
     if (!nic || !out) return VIP_INVALID_PARAMETER;
@@ -496,6 +514,7 @@ VIPL_API VIP_RETURN VipExtQueryAtomicCounters(VIP_NIC_HANDLE h, VIP_EXT_ATOMIC_C
     out->Applied = nic->eng->offload_counter(index, 0);
     out->Replayed = nic->eng->offload_counter(index, 1);
     out->Refused = nic->eng->offload_counter(index, 2);
+    out->Shortcut = nic->eng->offload_counter(index, 3);
     return VIP_SUCCESS;
 }
 

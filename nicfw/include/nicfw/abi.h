@@ -204,7 +204,9 @@ enum nicfw_frame_type {
     /* Offload frames (nicfw/offload/): types from here up belong to offloads. */
     NICFW_F_ATOMIC_REQ = 14,  /* NIC atomic request: nicfw_rdma_ext, then nicfw_atomic_args */
     NICFW_F_ATOMIC_RESP = 15, /* its answer: seq = the request's, 8 bytes of old value */
-    NICFW_F_TYPE_MAX = 15
+    NICFW_F_ATOMIC_GRANT = 16,/* same host only: the target lets the initiator apply atomics
+                                 to a region itself (nicfw_atomic_grant) */
+    NICFW_F_TYPE_MAX = 16
 };
 
 /* Names for tracing and status readers (softvia-nicinfo, the Wireshark dissector's). */
@@ -212,7 +214,7 @@ static inline const char *nicfw_frame_type_name(unsigned type) {
     static const char *const names[NICFW_F_TYPE_MAX + 1] = {
         "?", "DATA", "ACK", "CONN_REQ", "CONN_ACCEPT", "CONN_REJECT", "CONN_NOMATCH",
         "PEER_REQ", "PEER_ACK", "DISCONNECT", "RDMA_WRITE", "READ_REQ", "READ_RESP", "NAK",
-        "ATOMIC_REQ", "ATOMIC_RESP"};
+        "ATOMIC_REQ", "ATOMIC_RESP", "ATOMIC_GRANT"};
     return type <= NICFW_F_TYPE_MAX ? names[type] : "?";
 }
 static inline const char *nicfw_vi_state_name(uint32_t state) {
@@ -260,6 +262,23 @@ typedef struct {
 typedef struct {
     uint64_t operand[2];
 } nicfw_atomic_args;
+
+/* ATOMIC_GRANT payload: a target NIC on the initiator's host lets it apply atomics to a
+ * region of memory the target's NIC allocated (a memfd) with its own locked instructions,
+ * for as long as the grant's word in the target's grant page (a memfd of one page of
+ * 64-bit words) holds generation gen with the open bit (offload/atomics/grants.h). The
+ * descriptors are numbers in the target's process, opened through /proc/<pid>/fd. */
+typedef struct {
+    uint64_t base;     /* the region: its address at the target */
+    uint64_t len;      /* and its length */
+    uint64_t file_off; /* where base lies in the memfd holding the region */
+    uint32_t mem_fd;   /* that memfd */
+    uint32_t page_fd;  /* the grant page */
+    uint32_t memh;     /* the region's memory handle */
+    uint32_t slot;     /* the grant's word in the page */
+    uint32_t gen;      /* the word's generation while the grant holds */
+    uint32_t reserved;
+} nicfw_atomic_grant;
 
 /* Connection control payload (after the header) for CONN_* and PEER_* frames. */
 typedef struct {
@@ -350,6 +369,7 @@ NICFW_STATIC_ASSERT(sizeof(nicfw_vi_status) == 88, "status page VI line");
 NICFW_STATIC_ASSERT(sizeof(nicfw_offload_status) == 152, "status page offload line");
 NICFW_STATIC_ASSERT(sizeof(nicfw_status_page) % 8 == 0, "VI lines after the header stay aligned");
 NICFW_STATIC_ASSERT(sizeof(nicfw_atomic_args) == sizeof(nicfw_desc_seg), "atomic operands take one segment");
+NICFW_STATIC_ASSERT(sizeof(nicfw_atomic_grant) == 48, "an atomic grant is 48 bytes on the wire");
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,7 @@
 #include "nicfw/hostmem.h"
 #include "nicfw/memtable.h"
 #include "nicfw/offload.h"
+#include "nicfw/shared_mem.h"
 #include "nicfw/queues.h"
 #include "nicfw/spinlock.h"
 #include "nicfw/transport.h"
@@ -95,6 +96,11 @@ public:
     int set_mem_attrs(uint64_t va, uint32_t memh, uint32_t ptag, bool rdma_w, bool rdma_r,
                       std::string* why = nullptr);
     bool ptag_valid(uint32_t ptag);
+    // Memory the NIC allocates (shared_mem.h): same-host peers' NICs can map it, so NIC
+    // atomics on it from them need no trip through this NIC. -EINVAL, -ENOSPC, -EBUSY
+    // (free while registered) or an errno of the allocation.
+    int alloc_mem(uint64_t len, void** out);
+    int free_mem(const void* addr);
     // The driver's pre-post check that a descriptor lies in registered memory (no lock).
     bool desc_in_registered_memory(uint32_t memh, const void* desc, uint64_t len) const {
         return mem_.probe(memh, reinterpret_cast<uint64_t>(desc), len);
@@ -256,6 +262,20 @@ public:
     }
     // Opens or closes a registered region to NIC atomics (as set_mem_attrs does for RDMA).
     int set_mem_atomics(uint64_t va, uint32_t memh, bool enable);
+    // Same host: the process id of vi's peer if its NIC can map memory of ours (and we
+    // of its), else 0 (Transport::peer_pid). Whether that peer is still there.
+    uint32_t peer_pid(const Vi& vi) const { return tr_->peer_pid(vi.peer); }
+    bool peer_alive(const Vi& vi) const { return tr_->peer_alive(vi.peer); }
+    // The memfd of NIC-allocated memory holding [va, va+len), with va's offset in it.
+    bool shared_file(uint64_t va, uint64_t len, int* fd, uint64_t* off, uint64_t* file_len) const {
+        return shared_.find(va, len, fd, off, file_len);
+    }
+    // Every VI of this NIC, in slot order.
+    template <class F>
+    void for_each_vi(F f) {
+        for (auto& v : vis_)
+            if (v) f(*v);
+    }
 
 private:
     Engine() = default;
@@ -396,6 +416,8 @@ private:
     void flush_vi(Vi& vi, uint32_t new_state, bool tell_peer, nicfw_async_code why);
     void raise(Vi* vi, Cq* cq, nicfw_desc* d, nicfw_async_resource res, nicfw_async_code code);
     uint32_t load_offload(Vi& vi, const WorkItem& w, const nicfw_desc_ctrl& cs);
+    bool offload_shortcut(Vi& vi, const WorkItem& w);
+    void offload_memory_changed(uint32_t memh);
     void on_offload_frame(const RxFrame& f, const nicfw_frame_hdr& h);
 
     EngineConfig cfg_;
@@ -403,6 +425,7 @@ private:
     FaultTransport* faults_ = nullptr;  // tr_ itself, when fault injection is on
     uint32_t mtu_ = 0;  // payload bytes per DATA frame
     MemTable mem_;
+    SharedMemory shared_;  // VipExtAllocMem's blocks
 
     SpinLock lock_;
     std::atomic<uint32_t> ctl_waiters_{0};  // control calls waiting for the lock

@@ -132,6 +132,17 @@ public:
         return addr >= base && len <= rlen && addr - base <= rlen - len;
     }
 
+    // Whether a live region shares a byte with [va, va+len).
+    bool overlaps(uint64_t va, uint64_t len) const {
+        for (uint32_t i = 1; i < next_; i++) {
+            const Region& r = regions_[i];
+            if (r.key.load(std::memory_order_relaxed) == 0) continue;
+            const uint64_t b = r.base.load(std::memory_order_relaxed), l = r.len.load(std::memory_order_relaxed);
+            if (b < va + len && va < b + l) return true;
+        }
+        return false;
+    }
+
     bool ptag_in_use(uint32_t ptag) const {
         for (uint32_t i = 1; i < next_; i++)
             if (regions_[i].key.load(std::memory_order_relaxed) != 0 && regions_[i].ptag == ptag)

@@ -13,7 +13,11 @@
 //     offload lists its types with their minimum length and handler, and the engine's
 //     opcode table dispatches to them after the common header checks.
 //   - per-VI state: Vi::offload_state[index] holds an OffloadViState the offload creates
-//     when it first needs it; the engine drops it when the VI (re)connects or goes away.
+//     when it first needs it; the engine drops it when the VI (re)connects, leaves its
+//     connection or goes away.
+//   - same host (optional hooks): shortcut() serves a request without the wire;
+//     memory_changed() hears of every deregistration and loss of permission, so what a
+//     shortcut allowed can be taken back.
 //   - counters: Engine::offload_count(index, i) (names in Offload::counter_names), read
 //     with Engine::offload_counter; they are on the status page, so softvia-nicinfo
 //     shows them.
@@ -82,6 +86,15 @@ struct Offload {
     // Puts request req (sequence number seq) on the wire to vi's peer. False if the link
     // is full: the engine calls it again on a later step.
     bool (*emit)(Engine&, Vi&, const OffloadRequest& req, uint32_t seq);
+    // Optional (null: none). A way to serve a loaded request without the wire (a
+    // same-host shortcut), tried when nothing the VI posted before it is outstanding: true
+    // if it was served, with its answer (req.result.len bytes, at most 16) in answer; the
+    // descriptor then completes at once and takes no sequence number.
+    bool (*shortcut)(Engine&, Vi&, const OffloadRequest& req, uint64_t answer[2]);
+    // Optional. Region memh was deregistered or lost permissions (its attributes or
+    // atomics bit changed): whatever the offload let peers do to it without asking this
+    // NIC ends before the call returns.
+    void (*memory_changed)(Engine&, uint32_t memh);
 };
 
 // The registry (nicfw/offload/registry.cc): the offloads this firmware has, by index.

@@ -60,6 +60,13 @@ public:
         return len == a.size() && std::equal(a.begin(), a.end(), addr);
     }
     virtual bool peer_alive(int peer) const = 0;
+    // The process id of a live peer whose memory this host shares (same kernel, same
+    // user: /proc/<pid>/fd opens its memfds), 0 for a peer reached over a network. Offloads
+    // with a same-host shortcut (NIC atomics) use it; off the per-frame path.
+    virtual uint32_t peer_pid(int peer) const {
+        (void)peer;
+        return 0;
+    }
     // Peer indices are below this (freed ones included).
     virtual size_t peer_count() const = 0;
     // Peers linked now (the status page's count).

@@ -18,8 +18,15 @@
 // requests it applied, by sequence number, and answers a repeat from there instead of
 // applying it again (as RDMA NICs keep their responder resources). The initiator never
 // has more than kTxWindow requests in flight, so a repeat is always still there.
+//
+// Same host (grants.h): when the region lies in memory the target's NIC allocated and the
+// initiator's NIC shares the host, the target's answer is followed by an ATOMIC_GRANT, and
+// the initiator then applies later atomics on that region itself, without the wire, while
+// the grant holds (the target takes it back before any change to the region or the
+// connection takes effect).
 #include <cstring>
 
+#include "grants.h"
 #include "nicfw/engine.h"
 #include "nicfw/offload.h"
 #include "src/datapath.h"  // the inline frame and descriptor services
@@ -27,7 +34,7 @@
 namespace softvia::nicfw {
 namespace {
 
-enum Counter : uint32_t { kApplied, kReplayed, kRefused };
+enum Counter : uint32_t { kApplied, kReplayed, kRefused, kShortcut };
 constexpr uint32_t kReqPayload = sizeof(nicfw_rdma_ext) + sizeof(nicfw_atomic_args);
 constexpr uint32_t kHdrLen = sizeof(nicfw_frame_hdr);
 
@@ -39,6 +46,8 @@ struct AtomicsViState : OffloadViState {
         uint64_t old;
     };
     Answer answers[kTxWindow] = {};
+    std::unique_ptr<atomics::GrantPage> granted;  // target side: what this VI let its peer do
+    atomics::GrantCache held;                     // initiator side: what the peer let us do
 };
 
 // This offload's registry index (its per-VI state slot and counters), looked up once.
@@ -56,6 +65,8 @@ AtomicsViState& vi_state(Vi& vi) {
     if (!slot) slot = std::make_unique<AtomicsViState>();
     return static_cast<AtomicsViState&>(*slot);
 }
+
+AtomicsViState* vi_state_if(Vi& vi) { return static_cast<AtomicsViState*>(vi.offload_state[self_index()].get()); }
 
 uint32_t load(Engine& e, Vi& vi, const WorkItem& w, const nicfw_desc_ctrl& cs, OffloadRequest* req) {
     // Exactly once needs sequence numbers the target keeps: reliable VIs only. No
@@ -102,6 +113,24 @@ void send_answer(Engine& e, Vi& vi, uint32_t seq, uint64_t old) {
     e.queue_control(vi.peer, h, reinterpret_cast<const uint8_t*>(&old));
 }
 
+// Target, after applying an atomic on region memh for vi's peer: if the peer shares this
+// host and the region lies in NIC-allocated memory, let it apply the next ones itself.
+void offer_grant(Engine& e, Vi& vi, AtomicsViState& st, uint32_t memh) {
+    if (st.granted && st.granted->granted(memh)) return;
+    if (e.peer_pid(vi) == 0) return;  // another host (or the fault injector's wire)
+    const Region* r = e.region(memh);
+    const uint64_t base = r->base.load(std::memory_order_relaxed), len = r->len.load(std::memory_order_relaxed);
+    int fd;
+    uint64_t off, file_len;
+    if (!e.shared_file(base, len, &fd, &off, &file_len)) return;
+    if (!st.granted) st.granted = std::make_unique<atomics::GrantPage>();
+    nicfw_atomic_grant g;
+    if (!st.granted->grant(memh, base, len, fd, off, &g)) return;
+    nicfw_frame_hdr h = Engine::frame_to(vi, NICFW_F_ATOMIC_GRANT);
+    h.msg_len = sizeof g;
+    e.queue_control(vi.peer, h, reinterpret_cast<const uint8_t*>(&g));
+}
+
 // Target: check, apply once, answer.
 void on_request(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
     Vi* vi = e.frame_target(f, h);
@@ -114,13 +143,15 @@ void on_request(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
     nicfw_atomic_args a;
     memcpy(&x, f.data + kHdrLen, sizeof x);
     memcpy(&a, f.data + kHdrLen + sizeof x, sizeof a);
-    AtomicsViState& st = vi_state(*vi);
-    AtomicsViState::Answer& slot = st.answers[h.seq % kTxWindow];
     bool repeat;
     if (!e.take_request(*vi, h, &repeat)) {
         // Applied before, and its answer may be what was lost: the same answer again.
-        if (repeat && slot.valid && slot.seq == h.seq) {
-            send_answer(e, *vi, h.seq, slot.old);
+        // (The state is looked up only now: a loss on a lossless wire ends the connection,
+        // and with it the state.)
+        const AtomicsViState* st = repeat ? vi_state_if(*vi) : nullptr;
+        const AtomicsViState::Answer* slot = st ? &st->answers[h.seq % kTxWindow] : nullptr;
+        if (slot && slot->valid && slot->seq == h.seq) {
+            send_answer(e, *vi, h.seq, slot->old);
             e.offload_count(self_index(), kReplayed);
         }
         return;
@@ -146,9 +177,11 @@ void on_request(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
         e.refuse(*vi, bad, h.seq, NICFW_AE_RDMAW_PROT);
         return;
     }
-    slot = AtomicsViState::Answer{h.seq, true, old};
+    AtomicsViState& st = vi_state(*vi);
+    st.answers[h.seq % kTxWindow] = AtomicsViState::Answer{h.seq, true, old};
     e.offload_count(self_index(), kApplied);
     send_answer(e, *vi, h.seq, old);
+    offer_grant(e, *vi, st, x.memh);
 }
 
 // Initiator: the old value for request seq.
@@ -166,9 +199,42 @@ void on_answer(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
     e.answer_offload(*vi, h.seq, &old, sizeof old);
 }
 
+// Initiator: a same-host target's grant. Mapped if it can be (else ignored: the wire
+// keeps working); the process is the one our link to the peer knows, never the frame's.
+void on_grant(Engine& e, const RxFrame& f, const nicfw_frame_hdr& h) {
+    Vi* vi = e.frame_target(f, h);
+    const uint32_t pid = vi ? e.peer_pid(*vi) : 0;
+    if (!vi || pid == 0 || h.msg_len != sizeof(nicfw_atomic_grant) ||
+        vi->state.load(std::memory_order_relaxed) != NICFW_VI_CONNECTED) {
+        e.count_drop();
+        return;
+    }
+    nicfw_atomic_grant g;
+    memcpy(&g, f.data + kHdrLen, sizeof g);
+    if (vi_state(*vi).held.add(pid, g) != 0) e.count_drop();
+}
+
+// Initiator: a request the VI's grants cover is applied here, without the wire.
+bool shortcut(Engine& e, Vi& vi, const OffloadRequest& req, uint64_t answer[2]) {
+    AtomicsViState* st = vi_state_if(vi);
+    if (!st || st->held.empty() || !e.peer_alive(vi)) return false;
+    if (!st->held.apply(req.rmemh, req.raddr, req.op, req.arg[0], req.arg[1], &answer[0])) return false;
+    e.offload_count(self_index(), kShortcut);
+    return true;
+}
+
+// Target: region memh changed; every grant of it ends.
+void memory_changed(Engine& e, uint32_t memh) {
+    e.for_each_vi([memh](Vi& vi) {
+        AtomicsViState* st = vi_state_if(vi);
+        if (st && st->granted) st->granted->revoke(memh);
+    });
+}
+
 const OffloadFrameOp kFrames[] = {
     {NICFW_F_ATOMIC_REQ, "ATOMIC_REQ", kHdrLen + kReqPayload, on_request},
     {NICFW_F_ATOMIC_RESP, "ATOMIC_RESP", kHdrLen + sizeof(uint64_t), on_answer},
+    {NICFW_F_ATOMIC_GRANT, "ATOMIC_GRANT", kHdrLen + sizeof(nicfw_atomic_grant), on_grant},
 };
 
 }  // namespace
@@ -180,10 +246,12 @@ const Offload kAtomicsOffload = {
     NICFW_DS_OP_ATOMIC,
     kFrames,
     sizeof kFrames / sizeof kFrames[0],
-    {"applied", "replayed", "refused", nullptr},
+    {"applied", "replayed", "refused", "shortcut"},
     0,  // routes no messages
     load,
     emit,
+    shortcut,
+    memory_changed,
 };
 
 }  // namespace softvia::nicfw

@@ -21,6 +21,8 @@ const Offload kSteeringOffload = {
     NICFW_FF_REPLY,     // reply-class messages go to the reply queue
     nullptr,
     nullptr,
+    nullptr,            // no same-host shortcut
+    nullptr,
 };
 
 }  // namespace softvia::nicfw

@@ -48,6 +48,11 @@ public:
         const Peer& p = peers_[peer];
         return p.via >= 0 && child_[p.via]->peer_alive(p.idx);
     }
+    uint32_t peer_pid(int peer) const override {
+        if (peer < 0 || static_cast<size_t>(peer) >= peers_.size()) return 0;
+        const Peer& p = peers_[peer];
+        return p.via == kShm ? child_[kShm]->peer_pid(p.idx) : 0;
+    }
     size_t peer_count() const override { return peers_.size(); }
     size_t live_peers() const override { return child_[kWire]->live_peers() + child_[kShm]->live_peers(); }
     int open_link(int peer) override {

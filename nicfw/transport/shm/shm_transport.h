@@ -53,6 +53,11 @@ public:
     int resolve(const uint8_t* addr, size_t len) override;
     const std::vector<uint8_t>& peer_addr(int peer) const override { return peers_[peer].addr; }
     bool peer_alive(int peer) const override { return peers_[peer].state == Peer::kLive; }
+    uint32_t peer_pid(int peer) const override {
+        return peer >= 0 && static_cast<size_t>(peer) < peers_.size() && peers_[peer].state == Peer::kLive
+                   ? peers_[peer].pid
+                   : 0;
+    }
     size_t peer_count() const override { return peers_.size(); }
     size_t live_peers() const override { return live_; }
     int open_link(int peer) override;

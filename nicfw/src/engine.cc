@@ -1,5 +1,6 @@
 // engine.cc -- NIC creation, control path, doorbell service and the main loop.
 #include "nicfw/engine.h"
+#include "transport/shm/shm_transport.h"
 #include "datapath.h"
 
 #include <fcntl.h>
@@ -40,6 +41,8 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
     // from the registry (transport/registry.cc).
     int rc = compose_transport(cfg.device, cfg.faults, &e->tr_, &e->faults_, why);
     if (rc < 0) return rc;
+    // The shm wire itself (no wrapper): its send path is called directly (frames.h).
+    e->shm_ = dynamic_cast<ShmTransport*>(e->tr_.get());
     // Payload per frame: what fits after the header, in whole cache lines.
     e->mtu_ = (e->tr_->max_frame() - static_cast<uint32_t>(sizeof(nicfw_frame_hdr))) & ~63u;
 
@@ -388,11 +391,14 @@ bool Engine::step_locked() {
     if (!backlog_.empty()) did |= flush_backlog();
     if (!tx_active_.empty()) did |= transmit();
     RxFrame frames[32];
-    int n = tr_->rx_burst(frames, 32);
+    int n = shm_ ? shm_->rx_burst(frames, 32) : tr_->rx_burst(frames, 32);  // direct on the shm wire
     rx_clock_ = 0;
     for (int i = 0; i < n; i++) handle_frame(frames[i]);
     if (n) {
-        tr_->rx_release();
+        if (shm_)
+            shm_->rx_release();
+        else
+            tr_->rx_release();
         did = true;
     }
     if (!ack_owed_.empty()) did |= flush_acks();
@@ -409,7 +415,9 @@ bool Engine::step_locked() {
             }
         }
     }
-    tr_->tx_flush();  // batching wires send what this step committed, timers' resends too
+    // Batching wires send what this step committed, timers' resends too (the shm wire
+    // publishes each frame at commit: nothing to flush).
+    if (!shm_) tr_->tx_flush();
     tx_held_.store(false, std::memory_order_relaxed);
     return did;
 }
@@ -418,7 +426,7 @@ void Engine::post_step_locked() {
     service_doorbells();
     if (!backlog_.empty()) flush_backlog();
     if (!tx_active_.empty()) transmit();
-    uint32_t queued = tr_->tx_queued();
+    const uint32_t queued = shm_ ? 0 : tr_->tx_queued();
     if (queued >= cfg_.tx_batch) {
         tr_->tx_flush();
     } else if (queued && !tx_held_.load(std::memory_order_relaxed)) {

@@ -6,6 +6,7 @@
 
 #include "hot_inline.h"
 #include "nicfw/engine.h"
+#include "transport/shm/shm_tx.h"
 
 namespace softvia::nicfw {
 
@@ -19,12 +20,26 @@ HOT_INLINE Vi* connected_target(Engine& e, const RxFrame& f, const nicfw_frame_h
     return vi;
 }
 
+// The link's send path: on the shm wire itself a direct, inline call (shm_tx.h; the
+// class is final), elsewhere the transport's virtual one (a wire, the same-host
+// composition, the fault injector).
+HOT_INLINE uint8_t* Engine::link_reserve(int peer, uint32_t len) {
+    return shm_ ? shm_->reserve_slot(peer, len) : tr_->tx_reserve(peer, len);
+}
+
+HOT_INLINE void Engine::link_commit(int peer, uint32_t len) {
+    if (shm_)
+        shm_->commit_slot(peer, len);
+    else
+        tr_->tx_commit(peer, len);
+}
+
 // A frame to peer: reserved on its link (null while control frames wait for it), then
 // committed. Data and ACK frames both come this way (requester.cc, reliability.cc).
 HOT_INLINE uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_frame_hdr** hdr) {
     // Frames queue behind control frames waiting for this peer's link.
     if (static_cast<size_t>(peer) < backlog_per_peer_.size() && backlog_per_peer_[peer]) return nullptr;
-    uint8_t* f = tr_->tx_reserve(peer, static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload);
+    uint8_t* f = link_reserve(peer, static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload);
     if (!f) return nullptr;
     *hdr = reinterpret_cast<nicfw_frame_hdr*>(f);
     return f + sizeof(nicfw_frame_hdr);
@@ -33,7 +48,7 @@ HOT_INLINE uint8_t* Engine::frame_reserve(int peer, uint32_t payload, nicfw_fram
 HOT_INLINE void Engine::frame_commit(int peer, nicfw_frame_hdr* hdr, uint32_t payload) {
     (void)hdr;
     uint32_t len = static_cast<uint32_t>(sizeof(nicfw_frame_hdr)) + payload;
-    tr_->tx_commit(peer, len);
+    link_commit(peer, len);
     bump(status_->nic.tx_frames);
     bump(status_->nic.tx_bytes, len);
 }

@@ -235,7 +235,7 @@ void Engine::retire(Vi& vi) {
 }
 
 bool Engine::try_control(int peer, const nicfw_frame_hdr& h, const uint8_t* payload) {
-    uint8_t* f = tr_->tx_reserve(peer, static_cast<uint32_t>(sizeof h) + h.msg_len);
+    uint8_t* f = link_reserve(peer, static_cast<uint32_t>(sizeof h) + h.msg_len);
     if (!f) return false;
     memcpy(f, &h, sizeof h);
     if (h.msg_len) memcpy(f + sizeof h, payload, h.msg_len);

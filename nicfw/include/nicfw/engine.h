@@ -41,6 +41,8 @@
 
 namespace softvia::nicfw {
 
+class ShmTransport;  // transport/shm: its send path is called without a virtual call
+
 enum class Progress { kInline, kThread };
 
 class FaultTransport;
@@ -417,11 +419,14 @@ private:
     void raise(Vi* vi, Cq* cq, nicfw_desc* d, nicfw_async_resource res, nicfw_async_code code);
     uint32_t load_offload(Vi& vi, const WorkItem& w, const nicfw_desc_ctrl& cs);
     bool offload_shortcut(Vi& vi, const WorkItem& w);
+    uint8_t* link_reserve(int peer, uint32_t len);  // frames.h
+    void link_commit(int peer, uint32_t len);
     void offload_memory_changed(uint32_t memh);
     void on_offload_frame(const RxFrame& f, const nicfw_frame_hdr& h);
 
     EngineConfig cfg_;
     std::unique_ptr<Transport> tr_;
+    ShmTransport* shm_ = nullptr;  // tr_ when it is the shm wire itself: called directly
     FaultTransport* faults_ = nullptr;  // tr_ itself, when fault injection is on
     uint32_t mtu_ = 0;  // payload bytes per DATA frame
     MemTable mem_;

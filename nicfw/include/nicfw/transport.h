@@ -2,7 +2,9 @@
 //
 // The engine drives a transport in bursts: reserve and commit frames for a peer,
 // receive a burst of frames and release them once handled, and poll the slow path
-// (link set-up, liveness) from its timer. One virtual call per burst, none per byte.
+// (link set-up, liveness) from its timer. One virtual call per burst, none per byte; on
+// the shm wire (when it is the NIC's transport itself, not wrapped) none per frame
+// either: the engine calls its send path inline (transport/shm/shm_tx.h).
 #pragma once
 
 #include <cerrno>

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "shm_layout.h"
+#include "shm_tx.h"
 
 namespace softvia::nicfw {
 
@@ -216,33 +217,8 @@ void ShmTransport::attach(int id, uint32_t lane_fd, uint32_t serial) {
     }
 }
 
-uint8_t* ShmTransport::tx_reserve(int peer, uint32_t len) {
-    Peer& p = peers_[peer];
-    if (__builtin_expect(p.tx == nullptr, 0)) {  // a peer that reached us first, or a closed lane
-        if (p.state != Peer::kLive) return nullptr;
-        int rc = open_lane(p);
-        if (rc < 0) {
-            cut(peer, -rc, true, "cannot open a lane to it");
-            return nullptr;
-        }
-    }
-    if (len > max_frame()) return nullptr;
-    if (p.prod - p.cached_cons >= kSlots) {
-        // Acquire pairs with the consumer's release store of cons: the slot is free.
-        p.cached_cons = p.tx->cons.load(std::memory_order_acquire);
-        if (p.prod - p.cached_cons >= kSlots) return nullptr;
-    }
-    return p.tx->slots[p.prod & (kSlots - 1)].frame;
-}
-
-void ShmTransport::tx_commit(int peer, uint32_t len) {
-    Peer& p = peers_[peer];
-    Slot& s = p.tx->slots[p.prod & (kSlots - 1)];
-    s.len = len;
-    // Release: the consumer that sees seq sees len and the frame bytes.
-    s.seq.store(p.prod + 1, std::memory_order_release);
-    p.prod++;
-}
+uint8_t* ShmTransport::tx_reserve(int peer, uint32_t len) { return reserve_slot(peer, len); }
+void ShmTransport::tx_commit(int peer, uint32_t len) { commit_slot(peer, len); }
 
 int ShmTransport::rx_burst(RxFrame* out, int max) {
     if (seg_->mbox_posted.load(std::memory_order_relaxed) != mbox_seen_) process_mailbox();

@@ -62,8 +62,12 @@ public:
     size_t live_peers() const override { return live_; }
     int open_link(int peer) override;
     void release_peer(int peer) override;
-    uint8_t* tx_reserve(int peer, uint32_t len) override;
-    void tx_commit(int peer, uint32_t len) override;
+    uint8_t* tx_reserve(int peer, uint32_t len) override;  // reserve_slot
+    void tx_commit(int peer, uint32_t len) override;       // commit_slot
+    // The same, inline (shm_tx.h): the engine calls them without a virtual call when its
+    // transport is this wire (nicfw/src/frames.h).
+    inline uint8_t* reserve_slot(int peer, uint32_t len);
+    inline void commit_slot(int peer, uint32_t len);
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override;
     void poll_slow(std::vector<TransportEvent>& events) override;

@@ -89,6 +89,7 @@ bool GrantPage::grant(uint32_t memh, uint64_t base, uint64_t len, int mem_fd, ui
     for (uint32_t i = 0; i < kSlots; i++) {
         Slot& s = slots_[i];
         if (s.memh != 0 || s.stuck) continue;
+        if (i >= used_) used_ = i + 1;
         if (++s.gen == 0) s.gen = 1;
         s.memh = memh;
         words_[i].store(static_cast<uint64_t>(s.gen) << 32 | kOpen, std::memory_order_release);
@@ -100,8 +101,8 @@ bool GrantPage::grant(uint32_t memh, uint64_t base, uint64_t len, int mem_fd, ui
 }
 
 bool GrantPage::granted(uint32_t memh) const {
-    for (const Slot& s : slots_)
-        if (s.memh == memh) return true;
+    for (uint32_t i = 0; i < used_; i++)
+        if (slots_[i].memh == memh) return true;
     return false;
 }
 
@@ -125,7 +126,7 @@ void GrantPage::close_slot(uint32_t i) {
 
 void GrantPage::revoke(uint32_t memh) {
     if (!words_) return;
-    for (uint32_t i = 0; i < kSlots; i++)
+    for (uint32_t i = 0; i < used_; i++)
         if (slots_[i].memh != 0 && (memh == 0 || slots_[i].memh == memh)) close_slot(i);
 }
 

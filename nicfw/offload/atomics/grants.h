@@ -59,6 +59,7 @@ private:
     void close_slot(uint32_t i);
     std::atomic<uint64_t>* words_ = nullptr;
     int fd_ = -1;
+    uint32_t used_ = 0;  // slots at and above this were never given (scans stop here)
     Slot slots_[kSlots];
 };
 

@@ -1,5 +1,6 @@
 // engine.cc -- NIC creation, control path, doorbell service and the main loop.
 #include "nicfw/engine.h"
+#include "nicfw/memfd.h"
 #include "transport/shm/shm_transport.h"
 #include "datapath.h"
 
@@ -52,16 +53,11 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
     // memfd is born 0777): this user and root only. Sealed at its size, so a reader
     // can trust the size it sees (and tell our pages from files that only share the name).
     e->status_len_ = sizeof(nicfw_status_page) + NICFW_MAX_VI * sizeof(nicfw_vi_status);
-    e->status_fd_ = memfd_create("softvia-nic", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (e->status_fd_ < 0 || fchmod(e->status_fd_, 0600) != 0 ||
-        ftruncate(e->status_fd_, static_cast<off_t>(e->status_len_)) != 0 ||
-        fcntl(e->status_fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-        int err = errno;
-        *why = std::string("status page memfd: ") + strerror(err);
-        return -err;
+    void* p;
+    if (int rc = make_sealed_memfd("softvia-nic", e->status_len_, &e->status_fd_, &p)) {
+        *why = std::string("status page memfd: ") + strerror(-rc);
+        return rc;
     }
-    void* p = mmap(nullptr, e->status_len_, PROT_READ | PROT_WRITE, MAP_SHARED, e->status_fd_, 0);
-    if (p == MAP_FAILED) return -errno;
     e->status_ = static_cast<nicfw_status_page*>(p);
     e->vi_status_ = reinterpret_cast<nicfw_vi_status*>(e->status_ + 1);
     nicfw_status_page* s = e->status_;

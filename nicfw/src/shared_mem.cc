@@ -1,9 +1,9 @@
 // shared_mem.cc -- NIC-allocated memory in memfds (shared_mem.h).
 #include "nicfw/shared_mem.h"
 
-#include <fcntl.h>
+#include "nicfw/memfd.h"
+
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,21 +23,9 @@ int SharedMemory::alloc(uint64_t len, void** out) {
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     len = (len + page - 1) / page * page;
     // The name is checked by the peer that maps it (offload/atomics/grants.cc).
-    int fd = memfd_create("softvia-nicmem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) return -errno;
-    int rc = 0;
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(len)) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-        rc = -errno;
-    void* p = MAP_FAILED;
-    if (rc == 0) {
-        p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED) rc = -errno;
-    }
-    if (rc < 0) {
-        close(fd);
-        return rc;
-    }
+    int fd;
+    void* p;
+    if (int rc = make_sealed_memfd("softvia-nicmem", len, &fd, &p)) return rc;
     blocks_.push_back(Block{reinterpret_cast<uint64_t>(p), len, fd});
     *out = p;
     return 0;

@@ -1,10 +1,8 @@
 // grants.cc -- the same-host shortcut's grants (grants.h).
 #include "grants.h"
 
-#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,6 +11,7 @@
 #include <cstring>
 
 #include "nicfw/hostmem.h"
+#include "nicfw/memfd.h"
 
 namespace softvia::nicfw::atomics {
 namespace {
@@ -35,10 +34,9 @@ uint64_t now_ns() {
 }
 
 // Opens memfd fd of process pid: one a NIC made under that name (never another of the
-// process's files, such as its NIC's rings), a regular file sealed against shrinking
-// (the peer cannot make our accesses fault), of at least min_len bytes. The descriptor,
-// or a negative errno.
-int open_peer_memfd(uint32_t pid, uint32_t fd, const char* name, uint64_t min_len, struct stat* st) {
+// process's files, such as its NIC's rings), sealed (open_peer_memfd), of at least
+// min_len bytes. The descriptor, or a negative errno.
+int open_nic_memfd(uint32_t pid, uint32_t fd, const char* name, uint64_t min_len) {
     char path[64], link[96], want[96];
     snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, fd);
     const ssize_t n = readlink(path, link, sizeof link - 1);
@@ -46,12 +44,9 @@ int open_peer_memfd(uint32_t pid, uint32_t fd, const char* name, uint64_t min_le
     link[n] = 0;
     snprintf(want, sizeof want, "/memfd:%s (deleted)", name);
     if (strcmp(link, want) != 0) return -ENOTRECOVERABLE;
-    // O_NONBLOCK: a number naming a FIFO must not block us in open().
-    int f = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (f < 0) return -errno;
-    int seals = fcntl(f, F_GET_SEALS);
-    if (fstat(f, st) != 0 || !S_ISREG(st->st_mode) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
-        static_cast<uint64_t>(st->st_size) < min_len) {
+    uint64_t size = 0;
+    int f = open_peer_memfd(pid, fd, &size);
+    if (f >= 0 && size < min_len) {
         close(f);
         return -ENOTRECOVERABLE;
     }
@@ -69,17 +64,8 @@ GrantPage::~GrantPage() {
 }
 
 bool GrantPage::make_page() {
-    int fd = memfd_create(kPageName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) return false;
-    void* p = MAP_FAILED;
-    if (fchmod(fd, 0600) == 0 && ftruncate(fd, kPageBytes) == 0 &&
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
-        p = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-        close(fd);
-        return false;
-    }
-    fd_ = fd;
+    void* p;
+    if (make_sealed_memfd(kPageName, kPageBytes, &fd_, &p) != 0) return false;
     words_ = static_cast<std::atomic<uint64_t>*>(p);
     return true;
 }
@@ -153,9 +139,8 @@ int GrantCache::add(uint32_t pid, const nicfw_atomic_grant& g) {
     // A peer cannot make us map without end (address space is ours to keep).
     if (grants_.size() >= kMaxHeld || mapped_ >= kMaxMapped || g.len > kMaxMapped - mapped_) return -ENOSPC;
     // The grant page: mapped once per target page.
-    struct stat st;
     if (!words_ || page_pid_ != pid || page_fd_ != g.page_fd) {
-        int f = open_peer_memfd(pid, g.page_fd, kPageName, kPageBytes, &st);
+        int f = open_nic_memfd(pid, g.page_fd, kPageName, kPageBytes);
         if (f < 0) return f;
         void* p = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
         close(f);
@@ -172,7 +157,7 @@ int GrantCache::add(uint32_t pid, const nicfw_atomic_grant& g) {
     const uint64_t lead = g.file_off % page;
     const uint64_t start = g.file_off - lead;
     const uint64_t map_len = (lead + g.len + page - 1) / page * page;
-    int f = open_peer_memfd(pid, g.mem_fd, kMemName, start + map_len, &st);
+    int f = open_nic_memfd(pid, g.mem_fd, kMemName, start + map_len);
     if (f < 0) return f;
     void* p = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, f, static_cast<off_t>(start));
     close(f);

@@ -54,9 +54,6 @@ inline void put32(uint8_t* p, uint32_t v) { memcpy(p, &v, 4); }
 inline uint32_t get32(const uint8_t* p) { uint32_t v; memcpy(&v, p, 4); return v; }
 inline uint64_t get64(const uint8_t* p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
-// A private (0600), sealed (never resized) memfd of len bytes, mapped read-write.
-// 0 or -errno.
-int make_memfd(const char* name, size_t len, int* fd_out, void** map);
 // Maps another process's memfd (/proc/<pid>/fd/<fd>), which must be exactly len bytes and
 // sealed against shrinking: our reads of it can then never fault. -EACCES (not ours to
 // open), -EMFILE/-ENFILE (out of fds), -ENOMEM, -ENOTRECOVERABLE (not sealed, wrong size:

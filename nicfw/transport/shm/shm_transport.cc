@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "nicfw/memfd.h"
 #include "shm_layout.h"
 #include "shm_tx.h"
 
@@ -27,7 +28,7 @@ int ShmTransport::create(std::unique_ptr<ShmTransport>* out, uint32_t max_peers)
     std::unique_ptr<ShmTransport> t(new ShmTransport());
     t->max_peers_ = max_peers;
     void* p;
-    int rc = make_memfd("softvia-shm", sizeof(ShmSegment), &t->memfd_, &p);
+    int rc = make_sealed_memfd("softvia-shm", sizeof(ShmSegment), &t->memfd_, &p);
     if (rc < 0) return rc;
     t->seg_ = static_cast<ShmSegment*>(p);
     t->epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -123,7 +124,7 @@ int ShmTransport::open_lane(Peer& p) {
     if (p.state != Peer::kLive) return -EHOSTUNREACH;
     int fd;
     void* m;
-    int rc = make_memfd("softvia-lane", sizeof(ShmLane), &fd, &m);
+    int rc = make_sealed_memfd("softvia-lane", sizeof(ShmLane), &fd, &m);
     if (rc < 0) return rc;
     prefault(m, sizeof(ShmLane));
     auto* l = static_cast<ShmLane*>(m);  // fresh pages are zero: cons, attached, closed, every seq

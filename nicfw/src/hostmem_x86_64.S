@@ -54,9 +54,46 @@ nicfw_hm_copy:
     xor eax, eax
     ret
 .Lrep:
-    /* Large: the string move (fast strings on every x86-64 of the last decade). */
+    /* Large: the string move (fast strings on every x86-64 of the last decade), except
+     * when dst lies 1..63 bytes past src modulo a page: there `rep movsb` runs 20-40x
+     * slower on AMD Zen (4 KiB: 4,000-6,000 cycles instead of 120-220, measured on this
+     * project's EPYC VMs; Intel has a milder 4K-aliasing penalty there), and which pairs
+     * of a sender's buffers and a lane's slots fall in that window depends on where the
+     * mappings landed, so a stream ran at 2.5 or 9 GB/s from one run to the next. */
+    mov rax, rdi
+    sub rax, rsi
+    and eax, 4095
+    dec eax
+    cmp eax, 63
+    jb .Lvec64
     mov rcx, rdx
     rep movsb
+    xor eax, eax
+    ret
+.Lvec64:
+    /* 64 bytes a turn with four 16-byte moves; the last 64 bytes overlap the loop's end
+     * (n > 2048 here). */
+    lea r8, [rdx - 64]
+    xor ecx, ecx
+1:  movdqu xmm0, [rsi + rcx]
+    movdqu xmm1, [rsi + rcx + 16]
+    movdqu xmm2, [rsi + rcx + 32]
+    movdqu xmm3, [rsi + rcx + 48]
+    movdqu [rdi + rcx], xmm0
+    movdqu [rdi + rcx + 16], xmm1
+    movdqu [rdi + rcx + 32], xmm2
+    movdqu [rdi + rcx + 48], xmm3
+    add rcx, 64
+    cmp rcx, r8
+    jb 1b
+    movdqu xmm0, [rsi + r8]
+    movdqu xmm1, [rsi + r8 + 16]
+    movdqu xmm2, [rsi + r8 + 32]
+    movdqu xmm3, [rsi + r8 + 48]
+    movdqu [rdi + r8], xmm0
+    movdqu [rdi + r8 + 16], xmm1
+    movdqu [rdi + r8 + 32], xmm2
+    movdqu [rdi + r8 + 48], xmm3
     xor eax, eax
     ret
 .Lsmall:

@@ -118,7 +118,9 @@ HOT_INLINE bool Engine::begin_receive(Vi& vi, const nicfw_frame_hdr& h) {
     }
     WorkItem& w = rq.front();
     vi.rx_has_desc = true;
-    nicfw_desc_ctrl cs{};
+    // Not zeroed: check_desc fills the fields read below whenever it returns 0 (a `{}`
+    // here compiled to a `rep stosd`, a tenth of this function's time on every message).
+    nicfw_desc_ctrl cs;
     const Region* reg = nullptr;
     uint32_t bad = check_desc(vi, w, &cs, &reg);
     if (bad == 0 && (cs.control & NICFW_DC_RESERVED & ~NICFW_DC_REPLY)) bad = NICFW_DS_FORMAT_ERROR;

@@ -31,12 +31,15 @@ struct DriverQueue {
     uint32_t mask = 63;
     uint32_t head = 0, tail = 0;  // under lock
     SpinLock lock;
+    // The descriptor at head, or null when the queue is empty: written under lock, read
+    // without it by a poll that only wants to know that nothing is done yet (take_done).
+    std::atomic<VIP_DESCRIPTOR*> front{nullptr};
     // The device VI and which of its queues this is: completions the device could not
     // write are handed back from there (nicfw::Vi::lost_n, take_lost); lost_seen counts
     // those this queue has handed back (under lock).
     nicfw::Vi* dev = nullptr;
     uint32_t kind = 0;  // nicfw_queue_kind
-    uint32_t lost_seen = 0;
+    std::atomic<uint32_t> lost_seen{0};  // written under lock; read by the lock-free peek
     bool empty() const { return head == tail; }
     // Room for one more (under lock); false at the NIC's limit.
     bool reserve() {

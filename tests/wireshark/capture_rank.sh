@@ -12,7 +12,7 @@
 # (with SOFTVIA_RANK and SOFTVIA_SIZE unset and SOFTVIA_HOST_IFACE=lo for a one-process
 # run in a private namespace) and by hand (docs/wireshark.md).
 # Exit: PROGRAM's status; 125 when the capture cannot start or the interface's
-# segmentation cannot be turned off.
+# segmentation cannot be turned off (unless CAPTURE_SEGMENTATION=keep).
 set -u
 dir=$1
 shift
@@ -24,7 +24,9 @@ iface=${SOFTVIA_HOST_IFACE:?capture_rank.sh runs under softvia-run --hosts (or w
 # tx-udp-segmentation off the kernel cuts trains in software before the tap, and the
 # capture shows the datagrams the wire carries. Every rank does it for its own interface
 # before its program runs (a train from host 1 would otherwise reach host 0's veth whole).
-if ! err=$(ethtool -K "$iface" tx-udp-segmentation off 2>&1); then
+# CAPTURE_SEGMENTATION=keep leaves it on: the capture then has the trains whole (the
+# dissector cuts them; softvia_dissector.sh's train job checks that).
+if [[ ${CAPTURE_SEGMENTATION:-off} != keep ]] && ! err=$(ethtool -K "$iface" tx-udp-segmentation off 2>&1); then
   echo "capture_rank.sh: cannot turn off tx-udp-segmentation on $iface (ethtool -K): $err" >&2
   exit 125
 fi
@@ -36,7 +38,11 @@ if [[ $rank == 0 ]]; then
   # would be lost). -s 4096: the wires' frames are at most 1514 bytes here, and the ring
   # then holds thousands of them (a slot per snapshot length) while tcpdump waits for a
   # CPU. timeout: a capture never outlives a job whose launcher was killed.
-  timeout 120 tcpdump -i "$iface" -n -s 4096 -B 32768 --immediate-mode -w - >"$dir/capture.pcap" 2>"$dir/tcpdump.err" &
+  # With trains kept whole a packet holds several datagrams: 16 KiB takes those of the
+  # test's 4 KiB messages.
+  snap=4096
+  [[ ${CAPTURE_SEGMENTATION:-off} == keep ]] && snap=16384
+  timeout 120 tcpdump -i "$iface" -n -s $snap -B 32768 --immediate-mode -w - >"$dir/capture.pcap" 2>"$dir/tcpdump.err" &
   cap_pid=$!
   for _ in $(seq 250); do
     grep -q "listening on" "$dir/tcpdump.err" 2>/dev/null && break

@@ -76,6 +76,11 @@ def fnv1a(data):
 
 def read_pcap(path):
     """Every packet of a classic pcap file, as bytes, in order (frame 1 first)."""
+    return read_pcap_records(path)[1]
+
+
+def read_pcap_records(path):
+    """A classic pcap file: its 24-byte header and (16-byte record header, packet) pairs."""
     with open(path, "rb") as fh:
         data = fh.read()
     if len(data) < 24:
@@ -90,14 +95,107 @@ def read_pcap(path):
     linktype = struct.unpack(endian + "I", data[20:24])[0]
     if linktype != 1:
         raise SystemExit(f"{path}: link type {linktype}, expected Ethernet (1)")
-    pkts, pos = [], 24
+    recs, pos = [], 24
     while pos + 16 <= len(data):
         _, _, incl, orig = struct.unpack(endian + "IIII", data[pos:pos + 16])
         if incl != orig:
-            raise SystemExit(f"{path}: packet {len(pkts) + 1} truncated by the capture ({incl} of {orig} bytes)")
-        pkts.append(data[pos + 16:pos + 16 + incl])
+            raise SystemExit(f"{path}: packet {len(recs) + 1} truncated by the capture ({incl} of {orig} bytes)")
+        recs.append((data[pos:pos + 16], data[pos + 16:pos + 16 + incl]))
         pos += 16 + incl
-    return pkts
+    return data[:24], [p for _, p in recs], endian, [h for h, _ in recs]
+
+
+# ---------------------------------------------------------------- udp trains
+def body_len(t, flags, msg_len, frag_len):
+    """The bytes after a frame's header, by its fields (abi.h)."""
+    acked = 4 if flags & FF_ACKED else 0
+    return {DATA: frag_len + acked, RDMA_WRITE: RDMA_EXT.size + frag_len + acked, READ_REQ: RDMA_EXT.size,
+            READ_RESP: frag_len, ATOMIC_REQ: RDMA_EXT.size + ATOMIC_ARGS.size, ATOMIC_RESP: 8,
+            ACK: 0, NAK: 0}.get(t, msg_len if CONN_REQ <= t <= DISCONNECT else None)
+
+
+def train_datagrams(pkt, trailer):
+    """A udp packet holding a whole train (captured before the interface cut it): its
+    datagrams' payloads, all as long as the first but the last. None for anything else."""
+    if len(pkt) < 42 or struct.unpack(">H", pkt[12:14])[0] != 0x0800 or pkt[23] != 17:
+        return None
+    ihl = (pkt[14] & 15) * 4
+    udp = pkt[14 + ihl:]
+    payload = udp[8:struct.unpack(">H", udp[4:6])[0]]
+    if len(payload) < 24 + HDR.size or payload[:4] != b"SVU1" or payload[4] != 1:
+        return None
+    h = HDR.unpack(payload[24:24 + HDR.size])
+    blen = body_len(h[0], h[2], h[6], h[8])
+    if blen is None:
+        return None
+    stride = 24 + HDR.size + blen + (4 if trailer else 0)
+    if stride >= len(payload):
+        return None
+    chunks = [payload[at:at + stride] for at in range(0, len(payload), stride)]
+    if any(c[:4] != b"SVU1" or len(c) < 5 or c[4] != 1 for c in chunks):
+        return None
+    return chunks
+
+
+def ip_checksum(hdr):
+    s = sum(struct.unpack(f">{len(hdr) // 2}H", hdr))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def split_trains(path, out_path, trailer):
+    """Writes the capture with every train cut into one packet per datagram, as the wire
+    carries them (the IP and UDP lengths and the IP checksum redone; UDP checksum 0, which
+    IPv4 allows). Returns how many datagrams each original packet became."""
+    head, pkts, endian, rec_heads = read_pcap_records(path)
+    counts, out = [], [head]
+    for rh, pkt in zip(rec_heads, pkts):
+        chunks = train_datagrams(pkt, trailer)
+        if not chunks:
+            counts.append(1)
+            out += [rh, pkt]
+            continue
+        counts.append(len(chunks))
+        ihl = (pkt[14] & 15) * 4
+        for c in chunks:
+            ip = bytearray(pkt[14:14 + ihl])
+            ip[2:4] = struct.pack(">H", ihl + 8 + len(c))
+            ip[10:12] = b"\0\0"
+            ip[10:12] = struct.pack(">H", ip_checksum(bytes(ip)))
+            udp = pkt[14 + ihl:14 + ihl + 4] + struct.pack(">HH", 8 + len(c), 0)
+            p = pkt[:14] + bytes(ip) + udp + c
+            ts_sec, ts_usec = struct.unpack(endian + "II", rh[:8])
+            out += [struct.pack(endian + "IIII", ts_sec, ts_usec, len(p), len(p)), p]
+    with open(out_path, "wb") as fh:
+        fh.write(b"".join(out))
+    return counts
+
+
+def check_trains(ck, rows, split_rows, counts):
+    """The dissector's view of each captured train is its view of the train's datagrams one
+    by one: every softvia field, in order, and the train's size and position generated."""
+    ck.expect(any(k > 1 for k in counts), "no train in the capture: nothing to check the splitting with")
+    ck.expect(len(rows) == len(counts) and len(split_rows) == sum(counts),
+              f"tshark shows {len(rows)} and {len(split_rows)} packets; the files hold {len(counts)} and {sum(counts)}")
+    j = 0
+    for i, (row, k) in enumerate(zip(rows, counts)):
+        parts = split_rows[j:j + k]
+        j += k
+        where = f"frame {i + 1} ({k} datagrams)"
+        want_train = [str(k)] * k if k > 1 else []
+        ck.expect(row["softvia.udp.train"] == want_train, f"{where}: softvia.udp.train = {row['softvia.udp.train']}")
+        ck.expect(row["softvia.udp.train_index"] == ([str(x) for x in range(1, k + 1)] if k > 1 else []),
+                  f"{where}: softvia.udp.train_index = {row['softvia.udp.train_index']}")
+        for fld in FIELDS:
+            if not fld.startswith("softvia.") or fld.startswith("softvia.udp.train"):
+                continue
+            want = [v for p in parts for v in p[fld]]
+            if row[fld] != want:
+                ck.fail(f"{where}: {fld} = {row[fld]}, the datagrams one by one give {want}")
+        sev = [num(x) for x in row["_ws.expert.severity"]]
+        if row["softvia.wire"] and (row["_ws.lua.error"] or row["_ws.malformed"] or any(x >= PI_WARN for x in sev)):
+            ck.fail(f"{where}: malformed or warned: {'; '.join(row['_ws.expert.message'])}")
 
 
 def decode_raw(pkt, trailer):
@@ -196,7 +294,7 @@ FIELDS = [
     "softvia.conn.dst_disc_len", "softvia.conn.src_addr_len", "softvia.conn.reserved", "softvia.conn.src_addr",
     "softvia.conn.src_disc", "softvia.conn.dst_disc", "softvia.addr.kind", "softvia.addr.port",
     "softvia.addr.ipv4", "softvia.addr.mac", "softvia.addr.nonce", "softvia.fcs", "softvia.fcs.good",
-    "softvia.trailing", "ip.src", "udp.srcport", "eth.src",
+    "softvia.trailing", "softvia.udp.train", "softvia.udp.train_index", "ip.src", "udp.srcport", "eth.src",
     "_ws.expert.severity", "_ws.expert.message", "_ws.lua.error", "_ws.malformed",
 ]
 PI_WARN = 0x00600000  # expert severities from warnings up (errors, Lua errors, exceptions)
@@ -819,12 +917,23 @@ def main():
     ap.add_argument("--prefs", action="append", default=[], help="extra tshark -o settings")
     ap.add_argument("--semantic-only", action="store_true", help="skip the comparison with the bytes")
     ap.add_argument("--bytes-only", action="store_true", help="skip the checks of what the run did")
+    ap.add_argument("--trains", metavar="SPLIT_PCAP",
+                    help="the capture has udp trains taken whole: write it cut into datagrams to SPLIT_PCAP, "
+                         "check that one as usual and the trains against it")
     args = ap.parse_args()
     ck = Checker(args.scenario, args.wire)
     prefs = []
     for p in args.prefs:
         prefs += ["-o", p]
 
+    if args.trains:
+        counts = split_trains(args.capture, args.trains, args.scenario == "fault")
+        ck.part = "trains"
+        check_trains(ck, decoded_rows(args.lua, args.capture, prefs), decoded_rows(args.lua, args.trains, prefs), counts)
+        ck.notes.append(f"{sum(k > 1 for k in counts)} trains of {max(counts)} datagrams at most, "
+                        f"each decoded as its datagrams one by one")
+        ck.part = "bytes"
+        args.capture = args.trains
     pkts = read_pcap(args.capture)
     rows = decoded_rows(args.lua, args.capture, prefs)
     if len(rows) != len(pkts):
@@ -868,8 +977,9 @@ def main():
     for note in ck.notes:
         print(f"check_capture {tag}: {note}")
     if ck.failures:
+        trains = f"; trains: {ck.per_part['trains']} problems" if args.trains else ""
         print(f"check_capture {tag}: FAIL (against the bytes: {ck.per_part['bytes']} problems; "
-              f"against the run: {ck.per_part['run']} problems):")
+              f"against the run: {ck.per_part['run']} problems{trains}):")
         for f in ck.failures:
             print("  " + f)
         return 1

@@ -21,7 +21,8 @@
 #          (ATOMIC_RESP), 16 in flight
 #   lock   mp_atomics --op lock: a lock taken and released with NIC compare-and-swap
 #          around an RDMA read and write of a plain counter
-# and, for udp, single-process runs over the loopback of a private network namespace of
+# then, for udp, the rdma job again with the interface's segmentation left on (trains
+# captured whole, which the dissector must cut into datagrams), and single-process runs over the loopback of a private network namespace of
 # conf_rdma_protection (nak: refused RDMA requests, NAK, which no two-process program
 # makes) and of conf_atomics (atomic-nak: both operations, some refused with a NAK).
 # check_capture.py decodes each capture with tshark and the dissector and checks every
@@ -198,6 +199,32 @@ local_job() {
     ((try == 2)) && failed=1
   done
 }
+# ---- trains: the udp wire sends a message's datagrams as one train, which a capture on
+# the sending veth takes whole (the interface's segmentation left on). The dissector must
+# show each train as its datagrams; check_capture.py --trains cuts the capture into
+# datagrams itself, checks that capture as every other, and the trains against it.
+if [[ " $wires " == *" udp "* ]]; then
+  extra_env=(CAPTURE_SEGMENTATION=keep)
+  if job udp-train udp "" "$bench" --only rdma --sizes 8,4096 --iters $ITERS; then
+    check udp-train udp rdma --iters $ITERS --trains "$work/udp-train/split.pcap"
+    # A dissector that does not cut trains must fail that check.
+    sed 's/    if not stride then return dissect_datagram/    if true then return dissect_datagram/' "$lua" >"$work/mutant.lua"
+    if cmp -s "$lua" "$work/mutant.lua"; then
+      echo "$me: the train mutation changed nothing"
+      failed=1
+    elif python3 "$here/check_capture.py" --lua "$work/mutant.lua" --capture "$work/udp-train/capture.pcap" --wire udp \
+           --scenario rdma --iters $ITERS --trains "$work/udp-train/split2.pcap" >"$work/mutant.log" 2>&1 ||
+         ! grep -q "trains: [1-9][0-9]* problems" "$work/mutant.log"; then
+      echo "$me: a dissector that does not cut trains is not refused:"
+      head -5 "$work/mutant.log"
+      failed=1
+    fi
+  else
+    failed=1
+  fi
+  extra_env=()
+fi
+
 if [[ " $wires " == *" udp "* ]]; then
   local_job udp-nak "$prot" nak                   # refused RDMA writes and reads
   local_job udp-atomic-nak "$conf_atomics" atomic-nak  # atomics, some refused at the target

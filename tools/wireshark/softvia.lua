@@ -120,6 +120,8 @@ local f = {
     udp_host = ProtoField.uint64("softvia.udp.host_id", "Sender host identity", base.HEX),
     udp_src_nonce = ProtoField.uint32("softvia.udp.src_nonce", "Sender NIC nonce", base.HEX),
     udp_dst_nonce = ProtoField.uint32("softvia.udp.dst_nonce", "Receiver NIC nonce", base.HEX),
+    udp_train = ProtoField.uint32("softvia.udp.train", "Datagrams in this train", base.DEC),
+    udp_train_index = ProtoField.uint32("softvia.udp.train_index", "Datagram of the train", base.DEC),
     -- dpdk wire shim
     eth_version = ProtoField.uint8("softvia.eth.version", "Shim version", base.DEC),
     eth_kind = ProtoField.uint8("softvia.eth.kind", "Shim kind", base.DEC, shim_kind_names),
@@ -511,15 +513,17 @@ local function dissect_frame(tvb, pinfo, tree, nic_src, nic_dst)
     if quoted then
         -- no analysis
     elseif typ == T.DATA or typ == T.RDMA_WRITE or typ == T.READ_REQ or typ == T.ATOMIC_REQ then
+        -- Per frame, not per packet: a captured train holds several.
+        local here = pinfo.number .. "@" .. tvb:offset()
         if not pinfo.visited then
             local key = table.concat({ tostring(nic_src), src_vi, tostring(nic_dst), dst_vi }, "/")
             local s = seen[key]
             if not s then s = {}; seen[key] = s end
             local k = seq .. ":" .. offset .. ":" .. typ
-            if s[k] then retrans_of[pinfo.number] = true end
+            if s[k] then retrans_of[here] = true end
             s[k] = true
         end
-        if retrans_of[pinfo.number] then
+        if retrans_of[here] then
             ft:add(f.retrans, true):set_generated()
             ft:add_proto_expert_info(ef.retrans)
             info = info .. " (retransmission)"
@@ -727,12 +731,15 @@ local function looks_like_udp(tvb)
            (tvb(4, 1):uint() == 1 or tvb(4, 1):uint() == 2) and tvb(5, 3):uint() == 0
 end
 
-local function dissect_udp(tvb, pinfo, tree)
-    pinfo.cols.protocol = "softvia"
-    pinfo.cols.info:clear()
-    pinfo.cols.info:set("udp")
+-- One datagram: the preamble, then a frame (or nothing, a liveness probe).
+local function dissect_datagram(tvb, pinfo, tree, train, index)
     local n = tvb:len()
     local pt = tree:add(softvia, tvb(0, math.min(n, UDP_PREAMBLE)), "softvia udp preamble")
+    if train > 1 then
+        pt:add(f.udp_train, train):set_generated()
+        pt:add(f.udp_train_index, index):set_generated()
+        pt:append_text(string.format(" (datagram %d of a train of %d)", index, train))
+    end
     pt:add(f.wire, "udp"):set_generated()
     if n < UDP_PREAMBLE or tvb(0, 4):string() ~= UDP_MAGIC then
         pt:add_proto_expert_info(ef.preamble, string.format("%d bytes without the %d-byte 'SVU1' preamble", n, UDP_PREAMBLE))
@@ -768,6 +775,48 @@ local function dissect_udp(tvb, pinfo, tree)
     if UDP_PREAMBLE + used < n then
         local t = tree:add(f.trailing, tvb(UDP_PREAMBLE + used))
         t:add_proto_expert_info(ef.trailing)
+    end
+    return n
+end
+
+-- The length of each datagram of a train in tvb, or nil when tvb holds one datagram.
+-- The udp wire sends datagrams queued for one peer, all of one length but the last, as
+-- one train (UDP_SEGMENT); a capture taken before the interface cuts it (a veth, a NIC
+-- doing the segmentation) has the whole train in one packet. The first datagram's header
+-- gives its length (and so every one's but the last); each must start with a preamble.
+local function train_stride(tvb)
+    local n = tvb:len()
+    if n < UDP_PREAMBLE + HDR_LEN or tvb(4, 1):uint() ~= 1 then return nil end
+    local h = UDP_PREAMBLE
+    local blen = body_len(tvb(h, 1):uint(), tvb(h + 2, 1):uint(), tvb(h + 12, 4):le_uint(), tvb(h + 20, 4):le_uint())
+    if not blen then return nil end
+    local function starts_datagram(at)
+        return at + UDP_PREAMBLE <= n and tvb(at, 4):string() == UDP_MAGIC and tvb(at + 4, 1):uint() == 1
+    end
+    for _, extra in ipairs({0, 4}) do  -- 4: the fault injector's CRC-32C after each frame
+        local len = UDP_PREAMBLE + HDR_LEN + blen + extra
+        if len < n and starts_datagram(len) then
+            for at = 2 * len, n - 1, len do
+                if not starts_datagram(at) then return nil end
+            end
+            return len
+        end
+    end
+    return nil
+end
+
+local function dissect_udp(tvb, pinfo, tree)
+    pinfo.cols.protocol = "softvia"
+    pinfo.cols.info:clear()
+    pinfo.cols.info:set("udp")
+    local n = tvb:len()
+    local stride = train_stride(tvb)
+    if not stride then return dissect_datagram(tvb, pinfo, tree, 1, 1) end
+    local train = math.ceil(n / stride)
+    pinfo.cols.info:append(string.format(" train of %d:", train))
+    for i = 1, train do
+        local at = (i - 1) * stride
+        dissect_datagram(tvb(at, math.min(stride, n - at)):tvb(), pinfo, tree, train, i)
     end
     return n
 end

@@ -90,7 +90,7 @@ int sv_shm_read(int rank, void* dst, uint64_t addr, size_t len) {
     int rc = locate("sv_shm_read", rank, addr, len, false, &p, &local);
     if (rc) return rc;
     if (local) {
-        memcpy(dst, local, len);
+        sv_shm_copy(dst, local, len);
         return 0;
     }
     return vm_copy("sv_shm_read", *p, dst, addr, len, false);
@@ -105,7 +105,7 @@ int sv_shm_write(int rank, uint64_t addr, const void* src, size_t len) {
     int rc = locate("sv_shm_write", rank, addr, len, true, &p, &local);
     if (rc) return rc;
     if (local) {
-        memcpy(local, src, len);
+        sv_shm_copy(local, src, len);
         return 0;
     }
     return vm_copy("sv_shm_write", *p, const_cast<void*>(src), addr, len, true);

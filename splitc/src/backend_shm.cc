@@ -133,7 +133,7 @@ public:
         PeerView& v = peers_[static_cast<size_t>(p)];
         if (!v.local) return net_->get(dst, p, a, n, w, call);
         if (const char* q = direct(v, a, n))
-            memcpy(dst, q, n);
+            sv_shm_copy(dst, q, n);
         else
             copy(p, dst, a, n, false, call);
         tick();
@@ -143,7 +143,7 @@ public:
         PeerView& v = peers_[static_cast<size_t>(p)];
         if (!v.local) return net_->put(p, a, src, n, w, call);
         if (char* q = direct(v, a, n))
-            memcpy(q, src, n);
+            sv_shm_copy(q, src, n);
         else
             copy(p, const_cast<void*>(src), a, n, true, call);
         tick();
@@ -153,7 +153,7 @@ public:
         PeerView& v = peers_[static_cast<size_t>(p)];
         if (!v.local) return net_->store(p, a, src, n, call);
         if (char* q = direct(v, a, n))
-            memcpy(q, src, n);
+            sv_shm_copy(q, src, n);
         else
             copy(p, const_cast<void*>(src), a, n, true, call);
         // Release: the owner that reads the count (collect_stores, acquire) sees the bytes.
@@ -237,7 +237,7 @@ private:
             bad_gptr(call, p, a, n, "not global memory of that process");
         if (e.local) {
             char* q = static_cast<char*>(e.local) + (a - e.addr);
-            write ? memcpy(q, buf, n) : memcpy(buf, q, n);
+            write ? sv_shm_copy(q, buf, n) : sv_shm_copy(buf, q, n);
             return;
         }
         const int rc = write ? sv_shm_write(p, a, buf, n) : sv_shm_read(p, buf, a, n);

@@ -11,7 +11,8 @@
  * name without its "softvia-" prefix).
  *
  * Rank 0 and rank 1 connect one VI peer-to-peer. Latency: rank 0 sends, rank 1 echoes;
- * one-way time is half of each round trip; median and p99 over all iterations.
+ * one-way time is half of each round trip (a whole iteration of rank 0, TSC-timed, as
+ * ucx_perftest times tag_lat); median and p99 over all iterations.
  * Streaming: rank 0 keeps a window of sends in flight, rank 1 reposts receives; the
  * figures are bandwidth (MB/s, 10^6 bytes) and messages per second. --idle-vis K opens
  * and connects K more VI pairs that carry no traffic, to show that doorbell service
@@ -44,7 +45,7 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The fetch-add round trips are timed as ucx_perftest times ucp_fadd: the TSC read once
+/* Latency and the fetch-add round trips are timed as ucx_perftest times its: the TSC read once
  * per iteration (clock_gettime costs 60 ns in this VM, rdtsc 23, and a pair of
  * clock_gettime calls around each operation counted about one call's cost into it),
  * converted with a rate measured against CLOCK_MONOTONIC. */
@@ -137,20 +138,25 @@ static void connect_peer(VIP_VI_HANDLE vi, const uint8_t *mine, const uint8_t *t
     CK(VipConnectPeerRequest(vi, (VIP_NET_ADDRESS *)lb, (VIP_NET_ADDRESS *)rb, 20000));
 }
 
+/* Ping-pong: one-way = half of each round trip. Timed as ucx_perftest times tag_lat:
+ * the TSC read once per iteration, each sample a whole iteration (post, the echo, the
+ * send's completion and the receive posted again). */
 static void latency(struct ctx *c, int rank, uint32_t sz, int iters, FILE *csv, const char *label) {
     int warm = iters / 10 + 10;
     uint64_t *t = malloc(sizeof(uint64_t) * (size_t)iters);
+    if (rank == 0 && tsc_per_ns == 0) tsc_calibrate();
+    uint64_t prev = __rdtsc();
     for (int i = -warm; i < iters; i++) {
         if (rank == 0) {
-            uint64_t t0 = now_ns();
             set_desc(c->sd[0], c->mh, c->sbuf[0], sz);
             CK(VipPostSend(c->vi, c->sd[0], c->mh));
             VIP_DESCRIPTOR *d = spin_recv(c);
-            uint64_t t1 = now_ns();
             if (d->CS.Length != sz) DIE("echo of %u bytes came back as %u", sz, d->CS.Length);
             spin_send(c);
             repost(c, d);
-            if (i >= 0) t[i] = t1 - t0;
+            const uint64_t now = __rdtsc();
+            if (i >= 0) t[i] = now - prev;
+            prev = now;
         } else {
             VIP_DESCRIPTOR *d = spin_recv(c);
             if (d->CS.Length != sz) DIE("expected %u bytes, got %u", sz, d->CS.Length);
@@ -162,7 +168,7 @@ static void latency(struct ctx *c, int rank, uint32_t sz, int iters, FILE *csv, 
     }
     if (rank == 0) {
         qsort(t, (size_t)iters, sizeof *t, cmp_u64);
-        double med = t[iters / 2] / 2000.0, p99 = t[(size_t)iters * 99 / 100] / 2000.0;
+        double med = t[iters / 2] / tsc_per_ns / 2000.0, p99 = t[(size_t)iters * 99 / 100] / tsc_per_ns / 2000.0;
         printf("%-10s %8u %10.3f %10.3f\n", "latency", sz, med, p99);
         if (csv) fprintf(csv, "latency,%s,%u,%.4f,%.4f,,\n", label, sz, med, p99);
     }

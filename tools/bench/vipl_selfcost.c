@@ -69,7 +69,7 @@ static void set_desc(VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, void *buf, uint32_t l
 
 /* One message from s to r: post, poll r's receive, repost it, take s's send. */
 static void one(struct side *s, struct side *r, VIP_MEM_HANDLE mh, uint32_t bytes) {
-    VIP_DESCRIPTOR *x;
+    VIP_DESCRIPTOR *x = NULL; /* (a failed Done call leaves it unset) */
     set_desc(s->sd, mh, s->sbuf, bytes);
     CK(VipPostSend(s->vi, s->sd, mh));
     VIP_RETURN rc;

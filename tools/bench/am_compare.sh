@@ -51,8 +51,8 @@ steer_rate=$(median "${sr[@]}"); marsh_rate=$(median "${mr[@]}")
 ucx_lat=$(median "${ul[@]}"); ucx_rate=$(median "${ur[@]}")
 echo "== summary (ratio = ours / peer; medians of $rounds round(s), each ratio the median of the per-round ratios)"
 row metric ours peer ratio target
-row "AM 8 B one-way latency, us (steering)" "$steer_lat" "$ucx_lat" "$(median "${q_lat_s[@]}")" "<= 2.00"
-row "AM 8 B one-way latency, us (marshalling)" "$marsh_lat" "$ucx_lat" "$(median "${q_lat_m[@]}")" "<= 2.00"
+row "AM 8 B one-way latency, us (steering)" "$steer_lat" "$ucx_lat" "$(median "${q_lat_s[@]}")" "<= 1.20"
+row "AM 8 B one-way latency, us (marshalling)" "$marsh_lat" "$ucx_lat" "$(median "${q_lat_m[@]}")" "<= 1.20"
 row "AM short message rate, msgs/s (steering)" "$steer_rate" "$ucx_rate" "$(median "${q_rate_s[@]}")" ">= 0.50 (goal 1.00)"
 row "AM short message rate, msgs/s (marshalling)" "$marsh_rate" "$ucx_rate" "$(median "${q_rate_m[@]}")" ">= 0.50"
 row "AM cost over raw VIPL one-way, us (steering)" "$(median "${q_over[@]}")" "vipl $vipl_lat" "$(ratio "$steer_lat" "$vipl_lat")" "<= max(0.1 us, 1.10x)"

@@ -93,7 +93,7 @@ row() {  # metric ours peer ratio_expr target
 }
 echo "== summary (ratio = ours / peer; rows measured in rounds: medians of $rounds round(s), the ratio the median of the per-round ratios)"
 row metric ours peer ratio target
-row "8 B one-way latency, us (median)" "$lat1" "$ucx_lat" "$(median "${r_ucx[@]}")" "<= 2.00 (goal 1.00)"
+row "8 B one-way latency, us (median)" "$lat1" "$ucx_lat" "$(median "${r_ucx[@]}")" "<= 1.20 (goal 1.00)"
 row "8 B latency, 1000 idle VIs vs 1 VI, us" "$lat1000" "$lat1" "$(median "${r_idle[@]}")" "<= 1.10"
 row "4 KiB streaming bandwidth, MB/s (tag_bw)" "$(median "${bw_r[@]}")" "$(median "${utag_r[@]}")" "$(median "${r_tag[@]}")" ">= 0.90"
 row "4 KiB streaming, MB/s (ucp_am_bw***)" "$(median "${bw_r[@]}")" "$(median "${ubw_r[@]}")" "$(median "${r_bw[@]}")" "report"

@@ -44,6 +44,7 @@ int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::s
     if (rc < 0) return rc;
     // The shm wire itself (no wrapper): its send path is called directly (frames.h).
     e->shm_ = dynamic_cast<ShmTransport*>(e->tr_.get());
+    e->post_sends_only_ = e->tr_->rx_poll_syscall();
     // Payload per frame: what fits after the header, in whole cache lines.
     e->mtu_ = (e->tr_->max_frame() - static_cast<uint32_t>(sizeof(nicfw_frame_hdr))) & ~63u;
 

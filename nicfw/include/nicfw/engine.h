@@ -148,16 +148,16 @@ public:
         if (!try_ring(db)) ring_full(db);
     }
     // Inline progress after a send was posted: a step, so the send leaves now. On a wire
-    // other than shm the step takes the doorbell, builds the frames and hands them to the
-    // wire, but does not look for frames: there a receive poll is a system call (about a
-    // microsecond in a VM) that a stream of posts would pay once per message for nothing
-    // (the next poll or wait looks; 4 KiB udp stream +30%). With transmit batching
+    // whose receive poll is a system call (udp: about a microsecond in a VM) the step
+    // takes the doorbell, builds the frames and hands them to the wire, but does not look
+    // for frames, which a stream of posts would pay once per message for nothing (the
+    // next poll or wait looks; 4 KiB udp stream +30%). With transmit batching
     // (txbatch=N) the frames leave with the next step that is not a post's (a poll, a
     // wait) or once N are queued, so a program posting a burst pays one system call for
     // it on a wire where a flush is one (udp, dpdk's af_packet). A program that posts and
     // then makes no call gets its frames sent by the guard thread within about 1 ms.
     void post_progress() {
-        if (shm_ && cfg_.tx_batch == 0) {  // shm: a receive poll is a load
+        if (cfg_.tx_batch == 0 && !post_sends_only_) {
             progress();
             return;
         }
@@ -430,6 +430,7 @@ private:
     EngineConfig cfg_;
     std::unique_ptr<Transport> tr_;
     ShmTransport* shm_ = nullptr;  // tr_ when it is the shm wire itself: called directly
+    bool post_sends_only_ = false;  // a post's inline step does not read the wire (post_progress)
     FaultTransport* faults_ = nullptr;  // tr_ itself, when fault injection is on
     uint32_t mtu_ = 0;  // payload bytes per DATA frame
     MemTable mem_;

@@ -99,6 +99,11 @@ public:
     // Committed frames that tx_flush has not handed to the wire yet (0 for a wire whose
     // commit is the send, shm).
     virtual uint32_t tx_queued() const { return 0; }
+    // Whether looking for received frames is a system call (udp's recvmmsg), not a read
+    // of shared memory (shm's lanes, dpdk's rings). Inline progress then does not look in
+    // the step of a post (Engine::post_progress): a stream would pay an idle poll per
+    // message for what the next Done reads anyway.
+    virtual bool rx_poll_syscall() const { return false; }
 
     // Up to max received frames, valid until rx_release().
     virtual int rx_burst(RxFrame* out, int max) = 0;

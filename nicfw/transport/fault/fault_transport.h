@@ -46,6 +46,7 @@ public:
     void tx_commit(int peer, uint32_t len) override;
     void tx_flush() override { inner_->tx_flush(); }  // a batching wire sends here
     uint32_t tx_queued() const override { return inner_->tx_queued(); }
+    bool rx_poll_syscall() const override { return inner_->rx_poll_syscall(); }
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override { inner_->rx_release(); }
     void poll_slow(std::vector<TransportEvent>& events) override;

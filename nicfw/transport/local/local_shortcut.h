@@ -77,6 +77,7 @@ public:
         child_[kShm]->tx_flush();
     }
     uint32_t tx_queued() const override { return child_[kWire]->tx_queued() + child_[kShm]->tx_queued(); }
+    bool rx_poll_syscall() const override { return child_[kWire]->rx_poll_syscall() || child_[kShm]->rx_poll_syscall(); }
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override;
     void poll_slow(std::vector<TransportEvent>& events) override;

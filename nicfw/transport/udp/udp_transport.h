@@ -125,6 +125,7 @@ public:
     void tx_commit(int peer, uint32_t len) override;
     void tx_flush() override;
     uint32_t tx_queued() const override { return static_cast<uint32_t>(tx_queue_.size()); }
+    bool rx_poll_syscall() const override { return rx_syscall_; }  // rx=multishot reads the ring
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override;
     void poll_slow(std::vector<TransportEvent>& events) override;

@@ -6,6 +6,9 @@
 // nonce. Broken preambles, wrong nonces, probes carrying data, datagrams over the MTU,
 // and well-formed ones carrying fuzzed frames from a handful of made-up NICs (a fixed
 // set: each one becomes a peer of the owner, and a peer table is not what this tests).
+// Also the send-socket datagrams (udp_peer_sockets.cc): frames flagged as from a send
+// socket the owner was never told of, naming the good peer's port; PORT, PORT_ACK and
+// PORT_NAK with any port, some in the good peer's name.
 #include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,7 +49,7 @@ void raw_udp(Hostile& H) {
     memcpy(d + 8, H.my_addr + 8, 8);  // our host id
     uint32_t src = 0xFACE0000u + H.below(kFakeNics), dst = H.owner_nonce;
     uint32_t len = kPre + kHdr + H.below(256);
-    switch (H.below(10)) {
+    switch (H.below(13)) {
         case 0: len = H.below(kPre); break;
         case 1: d[H.below(4)] ^= static_cast<uint8_t>(1 + H.below(255)); break;
         case 2: d[4 + H.below(4)] = H.chance(50) ? static_cast<uint8_t>(H.r32()) : 3; break;
@@ -56,6 +59,18 @@ void raw_udp(Hostile& H) {
         case 6: len = 1500 + H.below(500); break;
         case 7: src = my_nonce; break;    // our NIC's nonce from another endpoint
         case 8: src = good_nonce; break;  // the good peer's nonce, from our endpoint
+        case 9:                           // "from my send socket", the good peer's NIC port
+            d[5] = 1;
+            memcpy(d + 6, H.good_addr + 2, 2);
+            if (H.chance(50)) src = good_nonce;
+            break;
+        case 10:  // a send socket's announcement, answer or refusal, maybe in the good peer's name
+            d[4] = static_cast<uint8_t>(3 + H.below(3));
+            d[6] = static_cast<uint8_t>(H.r32());
+            d[7] = static_cast<uint8_t>(H.r32());
+            if (H.chance(50)) src = good_nonce;
+            if (H.chance(70)) len = kPre;
+            break;
         default: break;
     }
     memcpy(d + 16, &src, 4);

@@ -169,7 +169,8 @@ TEST(UdpTransport, Options) {
     struct Bad {
         const char* opts;
     } bad[] = {{",port=70000"}, {",port=-1"}, {",port=x"}, {",mtu=100"}, {",mtu=65508"}, {",mtu="},
-               {",local=shm"},  {",rx=fast"}, {",tx=direct"}, {",tx="}, {",gso=on"}, {",colour=blue"}};
+               {",local=shm"},  {",rx=fast"}, {",tx=direct"}, {",tx="}, {",gso=on"}, {",colour=blue"},
+               {",txsock=own"}};
     for (const Bad& b : bad) {
         std::string why;
         int rc = 0;
@@ -678,4 +679,159 @@ TEST(UdpTransport, ReleasedLivePeersAreFreedBothWays) {
     EXPECT_TRUE(b_freed) << "b kept a, which only probes it";
     EXPECT_EQ(0u, a->live_peers());
     EXPECT_EQ(0u, b->live_peers());
+}
+
+namespace {
+// a and b know each other (a frame each way), then step both (receives and probe rounds)
+// for up to ms, sending a frame a -> b each turn, until b has taken one from a's send
+// socket. The frames that arrived at b, in order.
+std::vector<Got> exchange_until_send_socket(UdpTransport& a, int pb, UdpTransport& b, uint64_t ms) {
+    std::vector<Got> got;
+    std::vector<TransportEvent> ev;
+    uint32_t seq = 0;
+    for (uint64_t end = now_ms() + ms; b.stats().rx_peer_socket == 0 && now_ms() < end; usleep(1000)) {
+        EXPECT_TRUE(send(a, pb, 64, seq++));
+        a.tx_flush();
+        RxFrame f[32];
+        int n = b.rx_burst(f, 32);
+        for (int i = 0; i < n; i++) got.push_back({f[i].peer, std::vector<uint8_t>(f[i].data, f[i].data + f[i].len)});
+        if (n) b.rx_release();
+        if (a.rx_burst(f, 32)) a.rx_release();
+        a.poll_slow(ev);
+        b.poll_slow(ev);
+        b.tx_flush();
+    }
+    auto rest = receive(b, seq - got.size(), 500);
+    got.insert(got.end(), rest.begin(), rest.end());
+    return got;
+}
+
+// A frame each way: both NICs have heard the other.
+int meet(UdpTransport& a, int pb, UdpTransport& b) {
+    EXPECT_TRUE(send(a, pb, 64, 1000));
+    a.tx_flush();
+    auto got = receive(b, 1);
+    if (got.size() != 1) return -1;
+    EXPECT_TRUE(send(b, got[0].peer, 64, 1001));
+    b.tx_flush();
+    EXPECT_EQ(1u, receive(a, 1).size());
+    return got[0].peer;
+}
+}  // namespace
+
+// txsock=peer: after a frame came from a peer, a probe round opens a connected socket for
+// it and announces it; once the peer answers, frames leave by it, and the peer takes
+// them as the same peer's (udp_peer_sockets.cc). Nothing is lost or reordered on the way.
+TEST(UdpTransport, FramesMoveToAPeerSendSocketOnceAnnounced) {
+    auto a = make(), b = make();
+    int pb = resolve(*a, *b);
+    const int pa = meet(*a, pb, *b);
+    ASSERT_GE(pa, 0);
+    auto got = exchange_until_send_socket(*a, pb, *b, 2000);
+    ASSERT_GT(b->stats().rx_peer_socket, 0u) << "no frame came by a's send socket";
+    EXPECT_GT(a->stats().tx_peer_socket, 0u);
+    for (uint32_t i = 0; i < got.size(); i++) {
+        EXPECT_EQ(pa, got[i].peer) << i;
+        ASSERT_EQ(64u, got[i].data.size());
+        EXPECT_TRUE(check(got[i].data.data(), 64, i)) << "frame " << i << " out of order or damaged";
+    }
+    EXPECT_EQ(1u, b->live_peers());  // the send socket's port made no peer of its own
+    EXPECT_EQ(0u, a->stats().peer_socket_failures);
+}
+
+TEST(UdpTransport, SharedSocketSendsEverythingByTheNicSocket) {
+    auto a = make(",txsock=shared"), b = make();
+    int pb = resolve(*a, *b);
+    ASSERT_GE(meet(*a, pb, *b), 0);
+    auto got = exchange_until_send_socket(*a, pb, *b, 400);
+    EXPECT_GT(got.size(), 100u);
+    EXPECT_EQ(0u, a->stats().tx_peer_socket);
+    EXPECT_EQ(0u, b->stats().rx_peer_socket);
+}
+
+// A frame flagged as from a's send socket but from a port a never announced (forged by
+// another process on the host, with a's published nonce) is not a's: dropped, and no peer
+// made of it. The refusal (PORT_NAK to a's NIC socket) names the port the forgery came
+// from, not a's send socket: a keeps it, and its frames keep arriving by it.
+TEST(UdpTransport, ForgedSendSocketFramesAreRefused) {
+    auto a = make(), b = make();
+    int pb = resolve(*a, *b);
+    const int pa = meet(*a, pb, *b);
+    ASSERT_GE(pa, 0);
+    exchange_until_send_socket(*a, pb, *b, 2000);
+    ASSERT_GT(b->stats().rx_peer_socket, 0u);
+    const uint64_t taken = b->stats().rx_peer_socket, strangers = b->stats().rx_strangers;
+    RawSocket raw;
+    uint32_t a_nonce;
+    memcpy(&a_nonce, addr(*a).data() + 16, 4);
+    auto d = preamble(*b, a_nonce);
+    memcpy(d.data() + 8, addr(*a).data() + 8, 8);  // a's host id
+    d[5] = 1;                                      // "from my send socket"
+    memcpy(d.data() + 6, addr(*a).data() + 2, 2);  // a's NIC port
+    d.resize(d.size() + 64, 0x5A);
+    raw.send_to(*b, d);
+    EXPECT_TRUE(receive(*b, 1, 200).empty()) << "a forged frame was taken";
+    EXPECT_EQ(taken, b->stats().rx_peer_socket);
+    EXPECT_EQ(strangers + 1, b->stats().rx_strangers);
+    EXPECT_EQ(1u, b->live_peers());
+    for (int i = 0; i < 50; i++, usleep(500)) {  // the refusal reaches a
+        RxFrame f[8];
+        b->tx_flush();
+        if (a->rx_burst(f, 8)) a->rx_release();
+    }
+    EXPECT_EQ(0u, a->stats().peer_socket_failures);
+    const uint64_t sent_by_socket = a->stats().tx_peer_socket;
+    for (uint32_t i = 0; i < 5; i++) ASSERT_TRUE(send(*a, pb, 32, i));
+    a->tx_flush();
+    auto got = receive(*b, 5);
+    ASSERT_EQ(5u, got.size());
+    for (uint32_t i = 0; i < 5; i++) {
+        EXPECT_EQ(pa, got[i].peer);
+        EXPECT_TRUE(check(got[i].data.data(), 32, i));
+    }
+    for (uint64_t end = now_ms() + 500; a->stats().tx_peer_socket < sent_by_socket + 5 && now_ms() < end;) {
+        RxFrame f[8];  // a's step reaps the sends' completions (several go by the ring)
+        if (a->rx_burst(f, 8)) a->rx_release();
+    }
+    EXPECT_EQ(sent_by_socket + 5, a->stats().tx_peer_socket);
+    EXPECT_EQ(taken + 5, b->stats().rx_peer_socket);
+}
+
+// b forgets a (released and lingered out) while a still sends by its send socket: b
+// refuses those frames, a falls back to its NIC socket, and b learns a anew from them.
+TEST(UdpTransport, PeerThatForgotTheSendSocketGetsTheSenderBack) {
+    auto a = make(), b = make();
+    int pb = resolve(*a, *b);
+    const int pa = meet(*a, pb, *b);
+    ASSERT_GE(pa, 0);
+    exchange_until_send_socket(*a, pb, *b, 2000);
+    ASSERT_GT(b->stats().rx_peer_socket, 0u);
+    b->release_peer(pa);
+    bool freed = false;
+    std::vector<TransportEvent> ev;
+    for (uint64_t end = now_ms() + 3000; !freed && now_ms() < end; usleep(2000)) {
+        RxFrame f[8];
+        if (a->rx_burst(f, 8)) a->rx_release();
+        if (b->rx_burst(f, 8)) b->rx_release();
+        ev.clear();
+        b->poll_slow(ev);
+        for (auto& e : ev) freed |= e.kind == PeerEvent::kFreed && e.peer == pa;
+    }
+    ASSERT_TRUE(freed);
+    // a's next frames: the first by its send socket is refused; a falls back and resends.
+    std::vector<Got> got;
+    uint32_t seq = 0;
+    for (uint64_t end = now_ms() + 1000; got.empty() && now_ms() < end; usleep(1000)) {
+        ASSERT_TRUE(send(*a, pb, 16, seq++));
+        a->tx_flush();
+        RxFrame f[8];
+        int n = b->rx_burst(f, 8);
+        for (int i = 0; i < n; i++) got.push_back({f[i].peer, std::vector<uint8_t>(f[i].data, f[i].data + f[i].len)});
+        if (n) b->rx_release();
+        b->tx_flush();
+        if (a->rx_burst(f, 8)) a->rx_release();
+    }
+    ASSERT_FALSE(got.empty()) << "a never reached b again";
+    EXPECT_EQ(1u, a->stats().peer_socket_failures);
+    EXPECT_EQ(addr(*a), b->peer_addr(got[0].peer));  // a, by its NIC address
 }

@@ -229,10 +229,10 @@ def decode_raw(pkt, trailer):
         if payload[:4] != b"SVU1":
             return None
         r.update(wire="udp", ip_src=pkt[26:30], sport=sport, dport=dport, udp_type=payload[4],
-                 udp_reserved=payload[5:8], host=struct.unpack("<Q", payload[8:16])[0],
+                 udp_flags=payload[5], udp_port=struct.unpack(">H", payload[6:8])[0], host=struct.unpack("<Q", payload[8:16])[0],
                  src_nonce=struct.unpack("<I", payload[16:20])[0], dst_nonce=struct.unpack("<I", payload[20:24])[0])
         frame = payload[24:]
-        if payload[4] == 2:
+        if payload[4] != 1:  # a probe, or a send socket's PORT / PORT_ACK / PORT_NAK
             r["frame"] = None
             return r
     else:
@@ -277,7 +277,7 @@ def decode_raw(pkt, trailer):
 
 # ---------------------------------------------------------------- the dissector's view
 FIELDS = [
-    "frame.number", "softvia.wire", "softvia.udp.magic", "softvia.udp.type", "softvia.udp.reserved",
+    "frame.number", "softvia.wire", "softvia.udp.magic", "softvia.udp.type", "softvia.udp.flags", "softvia.udp.port",
     "softvia.udp.host_id", "softvia.udp.src_nonce", "softvia.udp.dst_nonce", "softvia.eth.version",
     "softvia.eth.kind", "softvia.eth.src_nonce", "softvia.eth.dst_nonce", "softvia.eth.host_id",
     "softvia.type", "softvia.version", "softvia.flags", "softvia.flags.immediate", "softvia.flags.last",
@@ -384,7 +384,8 @@ def check_against_bytes(ck, n, raw, row):
     if raw["wire"] == "udp":
         eq("softvia.udp.magic", "SVU1", None)
         eq("softvia.udp.type", raw["udp_type"])
-        eq("softvia.udp.reserved", raw["udp_reserved"].hex(), hexs)
+        eq("softvia.udp.flags", raw["udp_flags"])
+        eq("softvia.udp.port", raw["udp_port"])
         eq("softvia.udp.host_id", raw["host"])
         eq("softvia.udp.src_nonce", raw["src_nonce"])
         eq("softvia.udp.dst_nonce", raw["dst_nonce"])
@@ -394,7 +395,7 @@ def check_against_bytes(ck, n, raw, row):
         eq("softvia.eth.src_nonce", raw["src_nonce"])
         eq("softvia.eth.dst_nonce", raw["dst_nonce"])
         eq("softvia.eth.host_id", raw["host"])
-    if raw["frame"] is None:  # a probe or a memif BYE: no NIC frame
+    if raw["frame"] is None:  # a probe, PORT*, or a memif BYE: no NIC frame
         eq("softvia.type", None)
         return
     t = raw["type"]
@@ -528,7 +529,11 @@ class Frame:
         self.addr_mac = [m.lower() for m in row["softvia.addr.mac"]]
         self.addr_nonces = [num(x) for x in row["softvia.addr.nonce"]]
         self.ip_src = one(row, "ip.src")
-        self.udp_sport = val(row, "udp.srcport")
+        # The sender's NIC socket: the datagram's source port, or the port a frame from its
+        # per-peer send socket names (preamble flag 1, bytes 6..7).
+        # (A train's datagrams all come from one socket: the first one's say it.)
+        flags, port = row["softvia.udp.flags"][:1], row["softvia.udp.port"][:1]
+        self.udp_sport = num(port[0]) if flags and num(flags[0]) == 1 else val(row, "udp.srcport")
         self.eth_src = (one(row, "eth.src") or "").lower()
         self.fcs_good = one(row, "softvia.fcs.good")
 
@@ -903,6 +908,31 @@ def check_fault(ck, frames, new_requests, messages, args):
               f"rank 1's credits: {imms[:4]}...{imms[-2:]}, want 16, ..., 0xffffffff")
 
 
+def check_send_sockets(ck, raws):
+    """udp: a frame from a per-peer send socket (flag 1) comes from a port its NIC announced
+    (PORT, from the NIC socket it names in bytes 6..7) and the peer acknowledged (PORT_ACK)
+    before it; every run here lasts long enough for both NICs to move to their send sockets."""
+    announced, acked, flagged = {}, set(), 0
+    for n, r in enumerate(raws, 1):
+        if not r or r.get("wire") != "udp" or r.get("quoted"):
+            continue
+        t, ip = r["udp_type"], bytes(r["ip_src"])
+        if t == 3:
+            announced[(ip, r["udp_port"])] = r["sport"]
+        elif t == 4:
+            acked.add((r["dport"], r["udp_port"]))  # (the announcer's NIC port, its send socket)
+        elif t == 1 and r["udp_flags"] == 1:
+            flagged += 1
+            nic = announced.get((ip, r["sport"]))
+            ck.expect(nic is not None, f"frame {n}: from send socket port {r['sport']}, which no PORT announced")
+            ck.expect(nic is None or nic == r["udp_port"],
+                      f"frame {n}: names NIC port {r['udp_port']}, its PORT came from {nic}")
+            ck.expect((r["udp_port"], r["sport"]) in acked,
+                      f"frame {n}: by send socket {r['sport']} before the peer acknowledged it")
+    ck.expect(flagged > 0, "no frame by a per-peer send socket (txsock=peer) in the capture")
+    ck.notes.append(f"{flagged} frames by per-peer send sockets, {len(announced)} announced")
+
+
 def main():
     # A dissector that reads garbage must make this script fail, not the machine swap.
     resource.setrlimit(resource.RLIMIT_AS, (4 << 30, resource.getrlimit(resource.RLIMIT_AS)[1]))
@@ -970,6 +1000,8 @@ def main():
         try:
             frames = [Frame(n, row, raw) for n, row, raw in frames_of(rows, raws)]
             semantic_checks(ck, frames, args)
+            if args.wire == "udp":
+                check_send_sockets(ck, raws)
         except (ValueError, TypeError, KeyError, AttributeError, IndexError, struct.error) as e:
             ck.fail(f"the decoded values do not add up at all: {type(e).__name__}: {e}")
 

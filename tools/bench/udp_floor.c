@@ -12,6 +12,9 @@
  *       mixed   io_uring sendmsg + recvmmsg polled with MSG_DONTWAIT (rx=syscall, the
  *               udp wire's default)
  *       mmsg    sendmsg + recvmmsg: with mixed, what sending through io_uring costs
+ *       peer    sendmsg on a second socket connected to the peer (another port) +
+ *               recvmmsg on the bound one: the udp wire's send sockets (txsock=peer);
+ *               with mmsg, what a connected socket's kept route saves
  * The server binds port 7001, the client 7002; the client prints the median one-way
  * latency (half the round trip) of 14-byte messages, sockperf's smallest.
  */
@@ -27,7 +30,7 @@
 #include <time.h>
 
 enum { NBUF = 64, BUFLEN = 2048, MSGLEN = 14, BURST = 32, GROUP = 1 };
-enum mode { PLAIN, RING, MIXED, MMSG };
+enum mode { PLAIN, RING, MIXED, MMSG, PEER };
 
 static uint64_t now_ns(void) {
     struct timespec t;
@@ -47,7 +50,7 @@ static void die(const char *what, int err) {
 
 struct ctx {
     enum mode mode;
-    int fd;
+    int fd, tx_fd; /* tx_fd: fd, or (peer) the connected send socket */
     struct io_uring ring;
     struct io_uring_buf_ring *br;
     char (*bufs)[BUFLEN];
@@ -70,8 +73,8 @@ static void arm_recv(struct ctx *c) {
 }
 
 static void send_one(struct ctx *c) {
-    if (c->mode == PLAIN || c->mode == MMSG) {
-        if (sendmsg(c->fd, &c->tx_msg, MSG_DONTWAIT) < 0) die("sendmsg", errno);
+    if (c->mode == PLAIN || c->mode == MMSG || c->mode == PEER) {
+        if (sendmsg(c->tx_fd, &c->tx_msg, MSG_DONTWAIT) < 0) die("sendmsg", errno);
         return;
     }
     struct io_uring_sqe *s = io_uring_get_sqe(&c->ring);
@@ -110,6 +113,7 @@ static void recv_one(struct ctx *c) {
             return;
         case MIXED:
         case MMSG:
+        case PEER:
             if (c->mode == MIXED) reap(c); /* the sends' completions */
             for (;;) {
                 for (int k = 0; k < BURST; k++) {
@@ -133,7 +137,7 @@ static void recv_one(struct ctx *c) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: udp_floor plain|ring|mixed|mmsg server|client LOCAL_IP PEER_IP [ITERS]\n");
+        fprintf(stderr, "usage: udp_floor plain|ring|mixed|mmsg|peer server|client LOCAL_IP PEER_IP [ITERS]\n");
         return 2;
     }
     struct ctx *c = calloc(1, sizeof *c);
@@ -143,7 +147,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[1], "ring") == 0) c->mode = RING;
     else if (strcmp(argv[1], "mixed") == 0) c->mode = MIXED;
     else if (strcmp(argv[1], "mmsg") == 0) c->mode = MMSG;
-    else die("mode must be plain, ring, mixed or mmsg", EINVAL);
+    else if (strcmp(argv[1], "peer") == 0) c->mode = PEER;
+    else die("mode must be plain, ring, mixed, mmsg or peer", EINVAL);
     const int server = strcmp(argv[2], "server") == 0;
     const int iters = argc > 5 ? atoi(argv[5]) : 100000;
     if (iters < 1) die("ITERS", EINVAL);
@@ -157,9 +162,20 @@ int main(int argc, char **argv) {
     if (c->fd < 0) die("socket", errno);
     if (bind(c->fd, (struct sockaddr *)&me, sizeof me) < 0) die("bind", errno);
 
+    c->tx_fd = c->fd;
     c->tx_iov = (struct iovec){c->tx_buf, MSGLEN};
     c->tx_msg.msg_name = &peer;
     c->tx_msg.msg_namelen = sizeof peer;
+    if (c->mode == PEER) {
+        struct sockaddr_in any_port = me;
+        any_port.sin_port = 0;
+        c->tx_fd = socket(AF_INET, SOCK_DGRAM, 0);
+        if (c->tx_fd < 0) die("socket", errno);
+        if (bind(c->tx_fd, (struct sockaddr *)&any_port, sizeof any_port) < 0) die("bind (send socket)", errno);
+        if (connect(c->tx_fd, (struct sockaddr *)&peer, sizeof peer) < 0) die("connect", errno);
+        c->tx_msg.msg_name = NULL; /* the kept route: no address per send */
+        c->tx_msg.msg_namelen = 0;
+    }
     c->tx_msg.msg_iov = &c->tx_iov;
     c->tx_msg.msg_iovlen = 1;
     c->rx_msg.msg_namelen = sizeof(struct sockaddr_in);

@@ -8,9 +8,12 @@
 -- said otherwise):
 --
 --  * The udp wire (nicfw/transport/udp/udp_transport.h): one frame per UDP datagram,
---    after a 24-byte preamble: [0..3] magic "SVU1", [4] type (1 frame, 2 liveness probe),
---    [5..7] zero, [8..15] the sender's host identity, [16..19] the sender's nonce,
---    [20..23] the receiver's nonce. A probe is the preamble alone. The udp wire binds an
+--    after a 24-byte preamble: [0..3] magic "SVU1", [4] type (1 frame, 2 liveness probe,
+--    3 PORT, 4 PORT_ACK, 5 PORT_NAK: a per-peer send socket's announcement, its answer,
+--    its refusal), [5] flags (1: a frame from the sender's per-peer send socket), [6..7]
+--    a port, big-endian (such a frame: the sender's NIC socket; PORT*: the send socket;
+--    else zero), [8..15] the sender's host identity, [16..19] the sender's nonce,
+--    [20..23] the receiver's nonce. A probe or PORT* is the preamble alone. The udp wire binds an
 --    ephemeral port unless the device says port=N, so datagrams are recognised by their
 --    preamble (a heuristic on every UDP datagram, preference "heuristic") and on the UDP
 --    ports of preference "udp_ports" (also "Decode As...").
@@ -105,7 +108,9 @@ local FF_IMMEDIATE, FF_LAST, FF_REPLY, FF_GAP, FF_ACKED = 0x01, 0x02, 0x04, 0x08
 local FF_KNOWN = 0x1F
 
 local reliability_names = { [1] = "Unreliable", [2] = "Reliable delivery", [4] = "Reliable reception" }
-local udp_type_names = { [1] = "Frame", [2] = "Liveness probe" }
+local udp_type_names = { [1] = "Frame", [2] = "Liveness probe", [3] = "PORT (send socket announced)",
+                         [4] = "PORT_ACK (send socket known)", [5] = "PORT_NAK (send socket not known)" }
+local UDP_FLAG_PEER_SOCKET = 1
 local shim_kind_names = { [0] = "Frame", [1] = "BYE (memif close)", [2] = "BYE-ACK (memif close)" }
 local addr_kind_names = { [1] = "shm", [2] = "udp", [3] = "dpdk", [4] = "verbs", [0x20] = "network + shm (same-host shortcut)" }
 
@@ -116,7 +121,10 @@ local f = {
     -- udp wire preamble
     udp_magic = ProtoField.string("softvia.udp.magic", "Magic"),
     udp_type = ProtoField.uint8("softvia.udp.type", "Datagram type", base.DEC, udp_type_names),
-    udp_reserved = ProtoField.bytes("softvia.udp.reserved", "Reserved"),
+    udp_flags = ProtoField.uint8("softvia.udp.flags", "Flags", base.HEX),
+    udp_flag_peer_socket = ProtoField.bool("softvia.udp.flags.peer_socket", "From the sender's send socket for this peer",
+                                           8, nil, UDP_FLAG_PEER_SOCKET),
+    udp_port = ProtoField.uint16("softvia.udp.port", "Port", base.DEC),
     udp_host = ProtoField.uint64("softvia.udp.host_id", "Sender host identity", base.HEX),
     udp_src_nonce = ProtoField.uint32("softvia.udp.src_nonce", "Sender NIC nonce", base.HEX),
     udp_dst_nonce = ProtoField.uint32("softvia.udp.dst_nonce", "Receiver NIC nonce", base.HEX),
@@ -726,9 +734,19 @@ local function dissect_frame(tvb, pinfo, tree, nic_src, nic_dst)
 end
 
 -- ---------------------------------------------------------------- udp wire
+-- Whether bytes 5..7 are what the wire writes for datagram type t: a flag and a port on
+-- a frame from a send socket, a port in PORT*, else zero.
+local function udp_bytes_5_7_valid(tvb, t)
+    local flags, port = tvb(5, 1):uint(), tvb(6, 2):uint()
+    if t == 1 then return (flags == 0 and port == 0) or flags == UDP_FLAG_PEER_SOCKET end
+    if t == 2 then return flags == 0 and port == 0 end
+    return flags == 0
+end
+
 local function looks_like_udp(tvb)
-    return tvb:len() >= UDP_PREAMBLE and tvb(0, 4):string() == UDP_MAGIC and
-           (tvb(4, 1):uint() == 1 or tvb(4, 1):uint() == 2) and tvb(5, 3):uint() == 0
+    if tvb:len() < UDP_PREAMBLE or tvb(0, 4):string() ~= UDP_MAGIC then return false end
+    local t = tvb(4, 1):uint()
+    return t >= 1 and t <= 5 and udp_bytes_5_7_valid(tvb, t)
 end
 
 -- One datagram: the preamble, then a frame (or nothing, a liveness probe).
@@ -749,8 +767,12 @@ local function dissect_datagram(tvb, pinfo, tree, train, index)
     local dtype = tvb(4, 1):uint()
     pt:add(f.udp_magic, tvb(0, 4))
     local tit = pt:add(f.udp_type, tvb(4, 1))
-    local r = pt:add(f.udp_reserved, tvb(5, 3))
-    if tvb(5, 3):uint() ~= 0 then r:add_proto_expert_info(ef.preamble, "Preamble bytes 5..7 not zero") end
+    local ft = pt:add(f.udp_flags, tvb(5, 1))
+    ft:add(f.udp_flag_peer_socket, tvb(5, 1))
+    pt:add(f.udp_port, tvb(6, 2))
+    if dtype >= 1 and dtype <= 5 and not udp_bytes_5_7_valid(tvb, dtype) then
+        ft:add_proto_expert_info(ef.preamble, string.format("Preamble bytes 5..7 not what datagram type %d carries", dtype))
+    end
     pt:add_le(f.udp_host, tvb(8, 8))
     pt:add_le(f.udp_src_nonce, tvb(16, 4))
     pt:add_le(f.udp_dst_nonce, tvb(20, 4))
@@ -758,6 +780,13 @@ local function dissect_datagram(tvb, pinfo, tree, train, index)
     pt:append_text(string.format(", nonce %08x > %08x", src_nonce, dst_nonce))
     if dtype == 2 then
         pinfo.cols.info:append(" probe")
+        if n > UDP_PREAMBLE then
+            local t = pt:add(f.trailing, tvb(UDP_PREAMBLE))
+            t:add_proto_expert_info(ef.trailing)
+        end
+        return n
+    elseif dtype >= 3 and dtype <= 5 then
+        pinfo.cols.info:append(string.format(" %s %d", ({ "PORT", "PORT_ACK", "PORT_NAK" })[dtype - 2], tvb(6, 2):uint()))
         if n > UDP_PREAMBLE then
             local t = pt:add(f.trailing, tvb(UDP_PREAMBLE))
             t:add_proto_expert_info(ef.trailing)

@@ -62,7 +62,7 @@ size_t UdpTransport::train_length(size_t first) const {
     size_t seg = a.iov.iov_len, bytes = seg, n = 1;
     for (size_t j = first + 1; j < tx_queue_.size() && n < kMaxTrain; j++) {
         const TxSlot& b = tx_slots_[tx_queue_[j]];
-        if (b.to.sin_addr.s_addr != a.to.sin_addr.s_addr || b.to.sin_port != a.to.sin_port) break;
+        if (b.to.sin_addr.s_addr != a.to.sin_addr.s_addr || b.to.sin_port != a.to.sin_port || b.fd != a.fd) break;
         if (b.iov.iov_len > seg || bytes + b.iov.iov_len > kMaxTrainBytes) break;
         n++;
         bytes += b.iov.iov_len;
@@ -84,8 +84,8 @@ int UdpTransport::make_train(size_t first, size_t n) {
     }
     TxSlot& head = tx_slots_[tx_queue_[first]];
     tr.msg = {};
-    tr.msg.msg_name = &head.to;
-    tr.msg.msg_namelen = sizeof head.to;
+    tr.msg.msg_name = head.msg.msg_name;  // null on a peer's connected socket
+    tr.msg.msg_namelen = head.msg.msg_namelen;
     tr.msg.msg_iov = tr.iov;
     tr.msg.msg_iovlen = n;
     tr.msg.msg_control = tr.ctl;

@@ -22,9 +22,6 @@
 namespace softvia::nicfw {
 
 namespace {
-constexpr uint32_t kMagic = 0x31555653u;  // "SVU1" little-endian
-constexpr uint8_t kTypeFrame = 1;
-constexpr uint8_t kTypeProbe = 2;
 constexpr uint16_t kBufGroup = 0;
 // user_data: a tx slot index, or kRecvTag | generation for the multishot recvmsg (a new
 // generation each time it is armed), or kCancelTag for the cancel of an older one.
@@ -46,8 +43,6 @@ constexpr size_t kMaxPeers = 4096;
 constexpr uint64_t kProbeGapNs = 100000000;  // liveness probe to each peer
 constexpr uint64_t kLingerNs = 1000000000;   // a released peer sent no frame this long: freed
 
-// Preamble offsets.
-constexpr size_t kPMagic = 0, kPType = 4, kPHost = 8, kPSrcNonce = 16, kPDstNonce = 20;
 
 // Errors a pending ICMP report (sk_err) gives the next send, whatever its destination.
 bool refused_by_pending_icmp(int res) {
@@ -64,10 +59,6 @@ uint32_t get32(const uint8_t* p) { uint32_t v; memcpy(&v, p, 4); return v; }
 uint64_t get64(const uint8_t* p) { uint64_t v; memcpy(&v, p, 8); return v; }
 void put32(uint8_t* p, uint32_t v) { memcpy(p, &v, 4); }
 void put64(uint8_t* p, uint64_t v) { memcpy(p, &v, 8); }
-
-uint64_t endpoint_key(in_addr_t ip, uint16_t port_be) {
-    return (static_cast<uint64_t>(ip) << 16) | port_be;
-}
 
 bool parse_uint(const char* s, uint64_t max, uint64_t* out) {
     if (!*s || *s == '-' || *s == '+') return false;
@@ -125,14 +116,15 @@ bool kernel_has_multishot_recvmsg() {
     return major >= 6;
 }
 
-void set_buffer(int fd, int force_opt, int opt) {
+}  // namespace
+
+void UdpTransport::set_buffer(int fd, int force_opt, int opt) {
     int v = kSocketBuf;
     // FORCE goes past net.core.[rw]mem_max when we may (root); otherwise the plain option,
     // which the kernel caps at the maximum.
     if (setsockopt(fd, SOL_SOCKET, force_opt, &v, sizeof v) != 0)
         setsockopt(fd, SOL_SOCKET, opt, &v, sizeof v);
 }
-}  // namespace
 
 int UdpTransport::parse_options(const DeviceSpec& spec, UdpOptions* out, std::string* why) {
     UdpOptions o;
@@ -188,6 +180,12 @@ int UdpTransport::parse_options(const DeviceSpec& spec, UdpOptions* out, std::st
                 return -EINVAL;
             }
             o.gso = v == "auto";
+        } else if (k == "txsock") {
+            if (v != "peer" && v != "shared") {
+                *why = "udp: txsock must be peer or shared (got '" + v + "')";
+                return -EINVAL;
+            }
+            o.peer_sockets = v == "peer";
         } else {
             *why = "udp takes no option '" + k + "'";
             return -EINVAL;
@@ -241,6 +239,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     if (rc < 0) return rc;
     t->rx_syscall_ = opt.rx_syscall || t->br_ == nullptr;
     t->tx_direct_ = opt.tx_direct;
+    t->peer_sockets_ = opt.peer_sockets;
     t->setup_segments(opt);
     *out = std::move(t);
     return 0;
@@ -278,6 +277,8 @@ int UdpTransport::setup_ring(std::string* why) {
         s.msg.msg_namelen = sizeof s.to;
         s.msg.msg_iov = &s.iov;
         s.msg.msg_iovlen = 1;
+        s.fd = fd_;
+        s.peer = -1;
         tx_free_.push_back(static_cast<int>(tx_slots - 1 - i));
     }
 
@@ -340,6 +341,9 @@ UdpTransport::~UdpTransport() {
     if (rx_mem_) munmap(rx_mem_, rx_mem_len_);
     if (gro_mem_) munmap(gro_mem_, gro_mem_len_);
     if (fd_ >= 0) close(fd_);
+    for (Peer& p : peers_)
+        if (p.tx_fd >= 0) close(p.tx_fd);
+    for (int fd : dropped_fds_) close(fd);
 }
 
 uint16_t UdpTransport::port() const {
@@ -403,6 +407,9 @@ void UdpTransport::free_peer(int id, std::vector<TransportEvent>& events) {
         Pending& e = pending_[(pend_head_ + k) % pend_cap()];
         if (e.peer == id) e.peer = -1;
     }
+    drop_peer_socket(p);
+    for (auto a = by_send_socket_.begin(); a != by_send_socket_.end();)
+        a = a->second == id ? by_send_socket_.erase(a) : std::next(a);
     p = Peer{};
     p.dead = p.dead_reported = p.freed = true;
     free_ids_.push_back(id);
@@ -450,7 +457,7 @@ uint8_t* UdpTransport::tx_reserve(int peer, uint32_t len) {
 }
 
 // Writes slot's preamble for p and queues the datagram (len bytes after the preamble).
-void UdpTransport::queue_datagram(int slot, const Peer& p, uint8_t type, uint32_t len) {
+void UdpTransport::queue_datagram(int slot, Peer& p, int peer, uint8_t type, uint32_t len) {
     TxSlot& s = tx_slots_[slot];
     put32(s.buf + kPMagic, kMagic);
     memset(s.buf + kPType, 0, 4);
@@ -461,13 +468,26 @@ void UdpTransport::queue_datagram(int slot, const Peer& p, uint8_t type, uint32_
     s.iov.iov_len = kPreamble + len;
     s.to = p.sa;  // a copy: peers_ may grow before the kernel reads it
     s.resent = false;
+    s.peer = peer;
+    // Frames to a peer that acknowledged our send socket for it leave by that connected
+    // socket (no route lookup per send; udp_peer_sockets.cc); probes by the NIC's socket,
+    // whose error queue reports the peer gone.
+    if (type == kTypeFrame && p.tx_ready) {
+        s.buf[kPFlags] = kFlagPeerSocket;
+        memcpy(s.buf + kPPort, addr_ + 2, 2);  // the NIC's port: where a refusal goes
+        s.fd = p.tx_fd;
+        s.msg.msg_name = nullptr;
+        s.msg.msg_namelen = 0;
+    } else {
+        send_by_nic_socket(s);
+    }
     queue_send(slot);
 }
 
 void UdpTransport::tx_commit(int peer, uint32_t len) {
     int slot = tx_cur_;
     tx_cur_ = -1;
-    queue_datagram(slot, peers_[peer], kTypeFrame, len);
+    queue_datagram(slot, peers_[peer], peer, kTypeFrame, len);
     step_frames_++;
 }
 
@@ -483,14 +503,14 @@ void UdpTransport::submit() {
         if (tx_queue_.size() == 1) {
             int slot = tx_queue_[0];
             tx_queue_.clear();
-            ssize_t r = sendmsg(fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
+            ssize_t r = sendmsg(tx_slots_[slot].fd, &tx_slots_[slot].msg, MSG_DONTWAIT);
             send_done(slot, r >= 0 ? static_cast<int>(r) : -errno);
             return;
         }
         int t = make_train(0, tx_queue_.size());
         if (t >= 0) {
             tx_queue_.clear();
-            ssize_t r = sendmsg(fd_, &trains_[t].msg, MSG_DONTWAIT);
+            ssize_t r = sendmsg(tx_slots_[trains_[t].slots[0]].fd, &trains_[t].msg, MSG_DONTWAIT);
             train_done(t, r >= 0 ? static_cast<int>(r) : -errno);  // may queue them again
             if (!tx_queue_.empty()) submit();
             return;
@@ -503,22 +523,37 @@ void UdpTransport::submit() {
         size_t run = train_length(queued);
         int t = run > 1 ? make_train(queued, run) : -1;
         if (t >= 0) {
-            io_uring_prep_sendmsg(sqe, fd_, &trains_[t].msg, MSG_DONTWAIT);
+            io_uring_prep_sendmsg(sqe, tx_slots_[trains_[t].slots[0]].fd, &trains_[t].msg, MSG_DONTWAIT);
             io_uring_sqe_set_data64(sqe, kTrainTag | static_cast<uint64_t>(t));
             queued += run;
         } else {
             int slot = tx_queue_[queued++];
-            io_uring_prep_sendmsg(sqe, fd_, &tx_slots_[slot].msg, MSG_DONTWAIT);
+            io_uring_prep_sendmsg(sqe, tx_slots_[slot].fd, &tx_slots_[slot].msg, MSG_DONTWAIT);
             io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
         }
         unsubmitted_++;
     }
     tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(queued));
     if (io_uring_submit(&ring_) >= 0) unsubmitted_ = 0;  // else they go with the next flush
+    if (!dropped_fds_.empty()) close_dropped_sockets();
 }
 
 void UdpTransport::send_done(int slot, int res) {
+    TxSlot& s = tx_slots_[slot];
+    if (res < 0 && s.fd != fd_ && res != -EAGAIN && res != -ENOBUFS) {
+        // The peer's send socket failed (its port closed: ECONNREFUSED): that peer's frames
+        // go by the NIC's socket from now on, this one again, and the NIC's error queue and
+        // probes tell whether the peer is gone.
+        if (s.peer >= 0 && peers_[s.peer].tx_fd == s.fd) {
+            drop_peer_socket(peers_[s.peer]);
+            stats_.peer_socket_failures++;
+        }
+        send_by_nic_socket(s);
+        queue_send(slot);
+        return;
+    }
     if (res >= 0) {
+        if (s.fd != fd_) stats_.tx_peer_socket++;
         stats_.tx_datagrams++;
     } else if (refused_by_pending_icmp(res) && !tx_slots_[slot].resent) {
         // With IP_RECVERR an ICMP error for any destination fails the socket's next send
@@ -542,7 +577,7 @@ bool UdpTransport::send_probe(Peer& p) {
     if (tx_free_.empty()) return false;
     int slot = tx_free_.back();
     tx_free_.pop_back();
-    queue_datagram(slot, p, kTypeProbe, 0);
+    queue_datagram(slot, p, -1, kTypeProbe, 0);
     return true;
 }
 
@@ -641,8 +676,14 @@ void UdpTransport::on_recv_cqe(const io_uring_cqe& c) {
 
 // Checks a datagram and queues its frame; false if it carries none (the buffer is free).
 bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid) {
-    if (len < kPreamble || get32(d + kPMagic) != kMagic || d[kPType + 1] || d[kPType + 2] || d[kPType + 3] ||
-        (d[kPType] != kTypeFrame && d[kPType] != kTypeProbe) || from.sin_family != AF_INET) {
+    // [5..7]: zero, but for the flag and port of a frame from a peer's send socket and the
+    // port of a send socket's control datagrams.
+    const uint8_t type = len >= kPreamble ? d[kPType] : 0;
+    const bool flagged = type == kTypeFrame && d[kPFlags] == kFlagPeerSocket;
+    const bool ported = flagged || type == kTypePort || type == kTypePortAck || type == kTypePortNak;
+    if (len < kPreamble || get32(d + kPMagic) != kMagic || (d[kPFlags] && !flagged) ||
+        (!ported && (d[kPPort] || d[kPPort + 1])) || type < kTypeFrame || type > kTypePortNak ||
+        from.sin_family != AF_INET) {
         stats_.rx_malformed++;
         return false;
     }
@@ -653,12 +694,17 @@ bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_
     }
     bool probe = d[kPType] == kTypeProbe;
     int id = -1;
-    auto it = by_endpoint_.find(endpoint_key(from.sin_addr.s_addr, from.sin_port));
-    if (it != by_endpoint_.end())
-        for (int k : it->second)
-            if (peers_[k].nonce == src_nonce) id = k;
+    if (flagged) {  // from a send socket: known only if its NIC announced it
+        id = peer_by_send_socket(d, from);
+        if (id < 0) return false;
+    } else {
+        auto it = by_endpoint_.find(endpoint_key(from.sin_addr.s_addr, from.sin_port));
+        if (it != by_endpoint_.end())
+            for (int k : it->second)
+                if (peers_[k].nonce == src_nonce) id = k;
+    }
     if (id < 0) {
-        if (probe) return false;  // a probe needs no peer
+        if (type != kTypeFrame) return false;  // a probe or a control datagram needs a peer
         id = peer_for(from, get64(d + kPHost), src_nonce);
         if (id < 0) {
             stats_.rx_strangers++;
@@ -671,7 +717,17 @@ bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_
     Peer& p = peers_[id];
     if (p.dead) return false;
     p.refusals = 0;
+    if (type >= kTypePort) {
+        uint16_t port_be;
+        memcpy(&port_be, d + kPPort, 2);
+        on_port_control(id, type, port_be, from);
+        return false;
+    }
     if (probe || len == kPreamble) return false;  // a probe says the NIC is up, not that it uses us
+    if (!p.heard) {  // it sent to our address and nonce: it can learn our send socket
+        p.heard = true;
+        sockets_to_open_ |= peer_sockets_;
+    }
     if (pend_count_ == pend_cap()) {  // a train of more datagrams than a sender may make
         stats_.rx_overflows++;
         return false;
@@ -769,6 +825,7 @@ void UdpTransport::poll_slow(std::vector<TransportEvent>& events) {
         p.next_probe_ns = now + kProbeGapNs;
         probe_round = true;
     }
+    if (sockets_to_open_ || probe_round) announce_peer_sockets(probe_round);
     submit();
     if (errors_pending_ || probe_round) drain_errors();
     for (size_t i = 0; i < peers_.size(); i++) {

@@ -1,4 +1,4 @@
-// udp transport: frames in UDP datagrams over one socket per NIC, driven by io_uring.
+// udp transport: frames in UDP datagrams to one socket per NIC, driven by io_uring.
 //
 // Busy-polled. Receives: rx=syscall (the default) reads up to 32 datagrams per recvmmsg;
 // rx=multishot has them land in a provided-buffer ring filled by one io_uring multishot
@@ -17,6 +17,10 @@
 // datagrams of the wire's size at the last moment; the receiving socket asks for UDP_GRO
 // and reads such a train as one buffer. gso=off sends and reads every datagram alone.
 //
+// Send sockets (txsock=peer, the default; udp_peer_sockets.cc): frames to a peer that
+// has acknowledged it leave by a socket connected to that peer, which keeps its route
+// (0.1-0.3 us a datagram here); everything is received on the NIC's socket.
+//
 // The wire can lose datagrams, so lossy() is true and reliable VIs retransmit.
 //
 // NIC address (kAddrLen = 24 bytes):
@@ -29,15 +33,20 @@
 //   [16..19] nonce: random per NIC, so a restarted process on the same port is a new peer
 //   [20..23] zero
 //
-// Datagram: a kPreamble-byte preamble, then the frame (none in a liveness probe):
+// Datagram: a kPreamble-byte preamble, then the frame (none in a probe or PORT*):
 //   [0..3]   magic "SVU1"
-//   [4]      type: 1 frame, 2 probe; [5..7] zero
+//   [4]      type: 1 frame, 2 probe, 3 PORT, 4 PORT_ACK, 5 PORT_NAK (a send socket's
+//            announcement, its acknowledgement, its refusal: udp_peer_sockets.cc)
+//   [5]      flags: 1 on a frame from the sender's send socket for this peer; else 0
+//   [6..7]   port, network byte order: such a frame's NIC socket; PORT*'s send socket;
+//            else zero
 //   [8..15]  the sender's host id
 //   [16..19] the sender's nonce
 //   [20..23] the receiver's nonce
-// The sender's IPv4 address and port are the datagram's source. A datagram that is not for this NIC's nonce, or is
-// malformed or truncated, is dropped and counted. A well-formed frame from an unknown
-// sender creates its peer (a server learns its clients from their CONN_REQ).
+// The sender's IPv4 address and port are the datagram's source (its NIC socket's, or
+// an announced send socket's). A datagram that is not for this NIC's nonce, or is
+// malformed or truncated, is dropped and counted. A well-formed unflagged frame from an
+// unknown sender creates its peer (a server learns its clients from their CONN_REQ).
 //
 // Liveness: UDP cannot tell that a peer is gone. Every peer gets a probe datagram each
 // 100 ms; with IP_RECVERR the kernel reports the ICMP port-unreachable answers, and a
@@ -69,6 +78,8 @@ struct UdpOptions {
     bool rx_syscall = true;  // rx=syscall (default): recvmmsg; rx=multishot: io_uring's multishot ring
     bool tx_direct = true;   // tx=auto (default): a flush of one datagram is a sendmsg; tx=uring: never
     bool gso = true;         // gso=auto (default): UDP_SEGMENT sends, UDP_GRO receives; gso=off
+    bool peer_sockets = true;  // txsock=peer (default): frames leave by a connected socket per peer
+                               // (udp_peer_sockets.cc); txsock=shared: all by the NIC's socket
 };
 
 struct UdpStats {
@@ -82,6 +93,9 @@ struct UdpStats {
     uint64_t tx_trains = 0;     // sends that carried two or more datagrams (UDP_SEGMENT)
     uint64_t rx_trains = 0;     // reads that returned two or more datagrams (UDP_GRO)
     uint64_t rx_overflows = 0;  // datagrams dropped: more in one read than the queue to the engine holds
+    uint64_t tx_peer_socket = 0;  // datagrams sent by a peer's connected send socket
+    uint64_t rx_peer_socket = 0;  // datagrams taken from a known peer's send socket
+    uint64_t peer_socket_failures = 0;  // peer send sockets given up (their frames go by the NIC's socket)
 };
 
 class UdpTransport final : public Transport {
@@ -97,8 +111,10 @@ public:
     static constexpr uint32_t kSyscallBurst = 32;     // reads per recvmmsg (rx=syscall)
     static constexpr uint32_t kMaxTrain = 64;         // datagrams per UDP_SEGMENT send (the kernel's limit)
     static constexpr uint32_t kMaxTrainBytes = 65000;  // and their bytes: one IPv4 packet before it is cut
+    static constexpr uint32_t kMaxPeerSockets = 64;   // connected send sockets per NIC (txsock=peer)
+    static constexpr uint32_t kMaxAnnounces = 10;     // a send socket's announcements without an answer
 
-    // Reads the udp options of a device spec (addr, port, mtu, rx, tx, gso, local=wire); -EINVAL
+    // Reads the udp options of a device spec (addr, port, mtu, rx, tx, gso, txsock, local=wire); -EINVAL
     // with *why for anything else.
     static int parse_options(const DeviceSpec& spec, UdpOptions* out, std::string* why);
     static int create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* out, std::string* why);
@@ -149,13 +165,21 @@ private:
         uint64_t released_ns = 0;  // when the engine released it (a frame takes it back)
         uint32_t refusals = 0;   // ICMP port unreachable since we last heard from it
         uint64_t next_probe_ns = 0;
+        bool heard = false;       // a frame came from it: it knows this NIC's address
+        bool tx_tried = false;    // a send socket was opened for it (or could not be)
+        bool tx_ready = false;    // the peer acknowledged the send socket: frames use it
+        int tx_fd = -1;           // its connected send socket (udp_peer_sockets.cc), or -1
+        uint16_t tx_port = 0;     // that socket's port, network byte order
+        uint32_t announces = 0;   // announcements of it not yet answered
     };
     struct TxSlot {
-        msghdr msg;
+        msghdr msg;    // msg_name: &to, or null on a peer's connected socket
         iovec iov;
         sockaddr_in to;
         uint8_t* buf;  // kPreamble + frame
         bool resent;   // sent again after a send failed on another destination's ICMP
+        int fd;        // the socket it leaves by: fd_, or its peer's send socket
+        int peer;      // the peer index a frame is for (-1: a probe)
     };
     struct TxTrain {  // one UDP_SEGMENT send: the queued slots it carries, in order
         msghdr msg;
@@ -174,7 +198,16 @@ private:
         int bid;  // provided buffer to give back, -1 in rx=syscall mode
     };
 
+    // The preamble (above): offsets, types, the frame flag of a peer's send socket.
+    static constexpr uint32_t kMagic = 0x31555653u;  // "SVU1" little-endian
+    static constexpr size_t kPMagic = 0, kPType = 4, kPFlags = 5, kPPort = 6, kPHost = 8, kPSrcNonce = 16,
+                            kPDstNonce = 20;
+    static constexpr uint8_t kTypeFrame = 1, kTypeProbe = 2, kTypePort = 3, kTypePortAck = 4, kTypePortNak = 5;
+    static constexpr uint8_t kFlagPeerSocket = 1;
+
     UdpTransport() = default;
+    static uint64_t endpoint_key(in_addr_t ip, uint16_t port_be) { return (static_cast<uint64_t>(ip) << 16) | port_be; }
+    static void set_buffer(int fd, int force_opt, int opt);  // kSocketBuf, past the system's cap when allowed
     int setup_ring(std::string* why);
     void submit();
     void arm_recv();
@@ -185,7 +218,7 @@ private:
     bool take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid);
     void recycle(int bid);
     void queue_send(int slot);  // slot's datagram goes with the next submit()
-    void queue_datagram(int slot, const Peer& p, uint8_t type, uint32_t len);
+    void queue_datagram(int slot, Peer& p, int peer, uint8_t type, uint32_t len);
     void send_done(int slot, int res);  // a send's result (a completion, or sendmsg's)
     // udp_segments.cc: trains out (UDP_SEGMENT), trains in (UDP_GRO).
     void setup_segments(const UdpOptions& opt);
@@ -198,6 +231,20 @@ private:
     io_uring_sqe* next_sqe();
     int peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t nonce);
     void free_peer(int id, std::vector<TransportEvent>& events);
+    // udp_peer_sockets.cc: a connected send socket per peer (txsock=peer).
+    void open_peer_socket(Peer& p);
+    void drop_peer_socket(Peer& p);  // its queued frames go by fd_; the fd closes once no request names it
+    void close_dropped_sockets();
+    void send_by_nic_socket(TxSlot& s);
+    // A control datagram (kTypePort, kTypePortAck, kTypePortNak) by the NIC's socket.
+    void queue_control(const sockaddr_in& to, uint32_t dst_nonce, uint8_t type, uint16_t port_be);
+    // The slow path: opens the send sockets of peers heard from since (and announces them),
+    // and in a probe round announces again those not yet acknowledged.
+    void announce_peer_sockets(bool again);
+    // A datagram from an endpoint that names no peer: a known peer's announced send socket,
+    // or -1 (a frame flagged as one that is not known is refused, so its NIC falls back).
+    int peer_by_send_socket(const uint8_t* d, const sockaddr_in& from);
+    void on_port_control(int id, uint8_t type, uint16_t port_be, const sockaddr_in& from);
 
     int fd_ = -1;
     io_uring ring_{};
@@ -210,6 +257,11 @@ private:
     std::vector<Peer> peers_;
     std::vector<int> free_ids_;  // freed indices, for the next new peer
     std::unordered_map<uint64_t, std::vector<int>> by_endpoint_;  // (ip << 16 | port) -> peers
+    std::unordered_map<uint64_t, int> by_send_socket_;  // a peer's send socket's endpoint -> the peer
+    bool peer_sockets_ = false;
+    bool sockets_to_open_ = false;  // a peer was heard from for the first time
+    uint32_t peer_sockets_open_ = 0;
+    std::vector<int> dropped_fds_;  // peer send sockets to close once no unsubmitted request names them
 
     // tx: a fixed pool of frame buffers; a slot is free again when its send completes.
     std::vector<TxSlot> tx_slots_;

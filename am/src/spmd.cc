@@ -26,6 +26,39 @@ int fail(const char* what, int rc) {
     fprintf(stderr, "amvia: SPMD start-up: %s (%s)\n", what, AMX_ErrorString(rc));
     return rc;
 }
+
+// The exit's last barrier, through the launcher's store, polling the NIC while it waits:
+// a rank that has quiesced still reads and acknowledges what the others send while they
+// quiesce (their credit returns). The launcher's own barrier does not poll, and a rank
+// waiting in it left such a frame unacknowledged until the other's quiesce gave up after
+// 2 s (over udp, about every second run).
+int exit_barrier() {
+    char key[48];
+    snprintf(key, sizeof key, "amx.exit.%d", s_rank);
+    const char here = 1;
+    if (sv_boot_put(key, &here, 1) != 0) return AM_ERR_RESOURCE;
+    const uint64_t end = softvia::am::now_ms() + kBootMs;
+    for (int r = 0; r < s_size; r++) {
+        snprintf(key, sizeof key, "amx.exit.%d", r);
+        unsigned turn = 0;
+        for (;;) {
+            char v;
+            size_t got = 0;
+            int e = sv_boot_get(key, &v, 1, &got, 0);
+            if (e == 0) break;
+            if (e != -ETIMEDOUT && e != -ENOENT) return AM_ERR_RESOURCE;
+            // A rank that saw every key may leave and disconnect at once: a rank gone is
+            // an error only if it never arrived.
+            if (softvia::am::any_peer_dead(s_ep) || softvia::am::now_ms() > end) {
+                if (sv_boot_get(key, &v, 1, &got, 0) == 0) break;
+                return AM_ERR_NOT_SENT;
+            }
+            AM_Poll(s_eb);
+            if ((++turn & 15) == 0) sched_yield();
+        }
+    }
+    return AM_OK;
+}
 }  // namespace
 
 AMX_API int AMX_SPMDMyProc(void) { return s_rank; }
@@ -144,9 +177,9 @@ AMX_API int AMX_SPMDExit(void) {
     softvia::am::quiesce(s_ep);  // the barrier's last messages must leave before the disconnects
     // Rank 0 must not go before every rank has its release: a NIC stops reading a peer
     // whose process is gone, so frames still in the lane would be lost (the others saw
-    // rank 0 die in the barrier: AM_ERR_NOT_SENT). Nothing is sent after this point, so
-    // the launcher's barrier, which does not poll, is enough.
-    if (rc == AM_OK && s_size > 1 && sv_boot_barrier(kBootMs) != 0) rc = AM_ERR_NOT_SENT;
+    // rank 0 die in the barrier: AM_ERR_NOT_SENT). Nor may a rank stop reading before
+    // every rank has quiesced (exit_barrier).
+    if (rc == AM_OK && s_size > 1) rc = exit_barrier();
     AM_Terminate();
     free(s_seg);
     s_seg = nullptr;

@@ -717,6 +717,17 @@ int meet(UdpTransport& a, int pb, UdpTransport& b) {
     EXPECT_EQ(1u, receive(a, 1).size());
     return got[0].peer;
 }
+
+// Two NICs that have met, once b has taken a frame from a's send socket (or 2 s passed:
+// the caller checks b's rx_peer_socket).
+struct SendSocketPair {
+    std::unique_ptr<UdpTransport> a = make(), b = make();
+    int pb = resolve(*a, *b);
+    int pa = meet(*a, pb, *b);
+    SendSocketPair() {
+        if (pa >= 0) exchange_until_send_socket(*a, pb, *b, 2000);
+    }
+};
 }  // namespace
 
 // txsock=peer: after a frame came from a peer, a probe round opens a connected socket for
@@ -754,11 +765,10 @@ TEST(UdpTransport, SharedSocketSendsEverythingByTheNicSocket) {
 // made of it. The refusal (PORT_NAK to a's NIC socket) names the port the forgery came
 // from, not a's send socket: a keeps it, and its frames keep arriving by it.
 TEST(UdpTransport, ForgedSendSocketFramesAreRefused) {
-    auto a = make(), b = make();
-    int pb = resolve(*a, *b);
-    const int pa = meet(*a, pb, *b);
+    SendSocketPair s;
+    auto &a = s.a, &b = s.b;
+    const int pb = s.pb, pa = s.pa;
     ASSERT_GE(pa, 0);
-    exchange_until_send_socket(*a, pb, *b, 2000);
     ASSERT_GT(b->stats().rx_peer_socket, 0u);
     const uint64_t taken = b->stats().rx_peer_socket, strangers = b->stats().rx_strangers;
     RawSocket raw;
@@ -800,11 +810,10 @@ TEST(UdpTransport, ForgedSendSocketFramesAreRefused) {
 // b forgets a (released and lingered out) while a still sends by its send socket: b
 // refuses those frames, a falls back to its NIC socket, and b learns a anew from them.
 TEST(UdpTransport, PeerThatForgotTheSendSocketGetsTheSenderBack) {
-    auto a = make(), b = make();
-    int pb = resolve(*a, *b);
-    const int pa = meet(*a, pb, *b);
+    SendSocketPair s;
+    auto &a = s.a, &b = s.b;
+    const int pb = s.pb, pa = s.pa;
     ASSERT_GE(pa, 0);
-    exchange_until_send_socket(*a, pb, *b, 2000);
     ASSERT_GT(b->stats().rx_peer_socket, 0u);
     b->release_peer(pa);
     bool freed = false;

@@ -86,16 +86,8 @@ void UdpTransport::queue_control(const sockaddr_in& to, uint32_t dst_nonce, uint
     int slot = tx_free_.back();
     tx_free_.pop_back();
     TxSlot& s = tx_slots_[slot];
-    memset(s.buf, 0, kPreamble);
-    memcpy(s.buf + kPMagic, &kMagic, 4);
-    s.buf[kPType] = type;
+    write_preamble(s, to, dst_nonce, type, 0);
     memcpy(s.buf + kPPort, &port_be, 2);
-    memcpy(s.buf + kPHost, &host_id_, 8);
-    memcpy(s.buf + kPSrcNonce, &nonce_, 4);
-    memcpy(s.buf + kPDstNonce, &dst_nonce, 4);
-    s.iov.iov_len = kPreamble;
-    s.to = to;
-    s.resent = false;
     s.peer = -1;
     send_by_nic_socket(s);
     queue_send(slot);
@@ -107,8 +99,7 @@ void UdpTransport::on_port_control(int id, uint8_t type, uint16_t port_be, const
     if (type == kTypePort) {
         if (port_be == 0) return;
         // The peer's frames may come from that port now (one send socket per peer).
-        for (auto a = by_send_socket_.begin(); a != by_send_socket_.end();)
-            a = a->second == id ? by_send_socket_.erase(a) : std::next(a);
+        forget_send_socket(id);
         by_send_socket_[endpoint_key(from.sin_addr.s_addr, port_be)] = id;
         queue_control(p.sa, p.nonce, kTypePortAck, port_be);
     } else if (p.tx_fd >= 0 && port_be == p.tx_port) {
@@ -141,13 +132,18 @@ void UdpTransport::drop_peer_socket(Peer& p) {
     p.tx_fd = -1;
     p.tx_ready = false;
     peer_sockets_open_--;
-    if (unsubmitted_ == 0) close_dropped_sockets();
+    close_dropped_sockets();
 }
 
 void UdpTransport::close_dropped_sockets() {
-    if (unsubmitted_ != 0) return;
+    if (unsubmitted_ != 0) return;  // the next submit closes them
     for (int fd : dropped_fds_) close(fd);
     dropped_fds_.clear();
+}
+
+void UdpTransport::forget_send_socket(int id) {
+    for (auto a = by_send_socket_.begin(); a != by_send_socket_.end();)
+        a = a->second == id ? by_send_socket_.erase(a) : std::next(a);
 }
 
 int UdpTransport::peer_by_send_socket(const uint8_t* d, const sockaddr_in& from) {

@@ -408,8 +408,7 @@ void UdpTransport::free_peer(int id, std::vector<TransportEvent>& events) {
         if (e.peer == id) e.peer = -1;
     }
     drop_peer_socket(p);
-    for (auto a = by_send_socket_.begin(); a != by_send_socket_.end();)
-        a = a->second == id ? by_send_socket_.erase(a) : std::next(a);
+    forget_send_socket(id);
     p = Peer{};
     p.dead = p.dead_reported = p.freed = true;
     free_ids_.push_back(id);
@@ -457,17 +456,21 @@ uint8_t* UdpTransport::tx_reserve(int peer, uint32_t len) {
 }
 
 // Writes slot's preamble for p and queues the datagram (len bytes after the preamble).
-void UdpTransport::queue_datagram(int slot, Peer& p, int peer, uint8_t type, uint32_t len) {
-    TxSlot& s = tx_slots_[slot];
+void UdpTransport::write_preamble(TxSlot& s, const sockaddr_in& to, uint32_t dst_nonce, uint8_t type, uint32_t len) {
     put32(s.buf + kPMagic, kMagic);
-    memset(s.buf + kPType, 0, 4);
+    memset(s.buf + kPType, 0, 4);  // flags and port: zero unless the caller sets them
     s.buf[kPType] = type;
     put64(s.buf + kPHost, host_id_);
     put32(s.buf + kPSrcNonce, nonce_);
-    put32(s.buf + kPDstNonce, p.nonce);
+    put32(s.buf + kPDstNonce, dst_nonce);
     s.iov.iov_len = kPreamble + len;
-    s.to = p.sa;  // a copy: peers_ may grow before the kernel reads it
+    s.to = to;  // a copy: peers_ may grow before the kernel reads it
     s.resent = false;
+}
+
+void UdpTransport::queue_datagram(int slot, Peer& p, int peer, uint8_t type, uint32_t len) {
+    TxSlot& s = tx_slots_[slot];
+    write_preamble(s, p.sa, p.nonce, type, len);
     s.peer = peer;
     // Frames to a peer that acknowledged our send socket for it leave by that connected
     // socket (no route lookup per send; udp_peer_sockets.cc); probes by the NIC's socket,

@@ -218,6 +218,8 @@ private:
     bool take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid);
     void recycle(int bid);
     void queue_send(int slot);  // slot's datagram goes with the next submit()
+    // Slot's preamble (flags and port zero), length and destination.
+    void write_preamble(TxSlot& s, const sockaddr_in& to, uint32_t dst_nonce, uint8_t type, uint32_t len);
     void queue_datagram(int slot, Peer& p, int peer, uint8_t type, uint32_t len);
     void send_done(int slot, int res);  // a send's result (a completion, or sendmsg's)
     // udp_segments.cc: trains out (UDP_SEGMENT), trains in (UDP_GRO).
@@ -244,6 +246,7 @@ private:
     // A datagram from an endpoint that names no peer: a known peer's announced send socket,
     // or -1 (a frame flagged as one that is not known is refused, so its NIC falls back).
     int peer_by_send_socket(const uint8_t* d, const sockaddr_in& from);
+    void forget_send_socket(int id);  // the endpoint peer id's frames came from, if any
     void on_port_control(int id, uint8_t type, uint16_t port_be, const sockaddr_in& from);
 
     int fd_ = -1;

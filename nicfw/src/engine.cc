@@ -337,31 +337,46 @@ bool Engine::service_doorbells() {
     // Acquire pairs with ring()'s release of db_tail_.
     uint64_t tail = db_tail_.load(std::memory_order_acquire);
     if (head == tail) return false;
-    for (; head != tail; head++) {
-        const nicfw_doorbell db = db_ring_[head & (NICFW_DOORBELL_ENTRIES - 1)];
-        Vi* vi = vi_by_index(db.vi_index);
-        if (vi == nullptr) continue;  // VI destroyed after posting: the driver refuses that
-        WorkItem w{reinterpret_cast<nicfw_desc*>(db.desc), db.memh};
-        uint32_t st = vi->state.load(std::memory_order_relaxed);
-        if (db.queue == NICFW_RECVQ || db.queue == NICFW_ALTQ) {
-            WorkQueue& q = db.queue == NICFW_ALTQ ? vi->rq_alt : vi->rq;
-            if (st == NICFW_VI_ERROR || (db.queue == NICFW_ALTQ && !vi->alt_flags)) {
-                complete_on(*vi, db.queue, w, NICFW_DS_FLUSHED, 0);
-            } else if (!q.push(w)) {
-                complete_on(*vi, db.queue, w, NICFW_DS_FORMAT_ERROR, 0);  // driver bounds it; never
-            }
-        } else {
-            if (st != NICFW_VI_CONNECTED) {
-                complete(*vi, false, w, NICFW_DS_FLUSHED | send_op_status(w.desc), 0);
-            } else if (!vi->sq.push(w)) {
-                complete(*vi, false, w, NICFW_DS_FORMAT_ERROR, 0);
-            } else {
-                list_tx(*vi);
-            }
-        }
-    }
+    for (; head != tail; head++) take_doorbell(db_ring_[head & (NICFW_DOORBELL_ENTRIES - 1)]);
     // Release: producers that see the new head may overwrite the entries we read.
     db_head_.store(head, std::memory_order_release);
+    return true;
+}
+
+void Engine::take_doorbell(const nicfw_doorbell& db) {
+    Vi* vi = vi_by_index(db.vi_index);
+    if (vi == nullptr) return;  // VI destroyed after posting: the driver refuses that
+    WorkItem w{reinterpret_cast<nicfw_desc*>(db.desc), db.memh};
+    uint32_t st = vi->state.load(std::memory_order_relaxed);
+    if (db.queue == NICFW_RECVQ || db.queue == NICFW_ALTQ) {
+        WorkQueue& q = db.queue == NICFW_ALTQ ? vi->rq_alt : vi->rq;
+        if (st == NICFW_VI_ERROR || (db.queue == NICFW_ALTQ && !vi->alt_flags)) {
+            complete_on(*vi, db.queue, w, NICFW_DS_FLUSHED, 0);
+        } else if (!q.push(w)) {
+            complete_on(*vi, db.queue, w, NICFW_DS_FORMAT_ERROR, 0);  // driver bounds it; never
+        }
+    } else {
+        if (st != NICFW_VI_CONNECTED) {
+            complete(*vi, false, w, NICFW_DS_FLUSHED | send_op_status(w.desc), 0);
+        } else if (!vi->sq.push(w)) {
+            complete(*vi, false, w, NICFW_DS_FORMAT_ERROR, 0);
+        } else {
+            list_tx(*vi);
+        }
+    }
+}
+
+bool Engine::ring_direct(const nicfw_doorbell& db) {
+    if (cfg_.progress == Progress::kThread || !lock_.try_lock()) return false;
+    service_doorbells();  // those rung before it first
+    take_doorbell(db);
+    if (db.queue == NICFW_SENDQ) {
+        if (cfg_.tx_batch == 0 && !post_sends_only_)
+            step_locked();
+        else
+            post_step_locked();
+    }
+    lock_.unlock();
     return true;
 }
 

@@ -35,6 +35,8 @@ VIP_RETURN post(ViObj* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VIP
     // under memh; anything wrong beyond that comes back as descriptor status.
     if (!vi->nic->eng->desc_in_registered_memory(memh, d, sizeof(VIP_CONTROL_SEGMENT)))
         return VIP_INVALID_PARAMETER;
+    nicfw::Engine* eng = vi->nic->eng.get();
+    bool direct;
     {
         std::lock_guard<SpinLock> g(q.lock);
         if (!q.reserve()) return VIP_ERROR_RESOURCE;  // MaxDescriptorsPerQueue outstanding
@@ -44,11 +46,15 @@ VIP_RETURN post(ViObj* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VIP
         q.ring[q.tail++ & q.mask] = d;
         nicfw_doorbell db{reinterpret_cast<uint64_t>(d), memh,
                           static_cast<uint16_t>(NICFW_VI_INDEX(vi->dev->id)), kind};
-        vi->nic->eng->ring(db);
+        // Inline mode: handed over (and a send sent) now when the NIC is free; a receive
+        // needs no step, as every step takes the doorbells before it reads frames.
+        direct = eng->ring_direct(db);
+        if (!direct) eng->ring(db);
     }
-    // Inline mode: a send leaves now, not at the next poll. A receive needs no step: every
-    // step takes the doorbells before it reads frames, so it is there for the next one.
-    if (kind == NICFW_SENDQ) vi->nic->eng->post_progress();
+    if (direct)
+        eng->deliver_pending_errors();
+    else if (kind == NICFW_SENDQ)
+        eng->post_progress();  // a send leaves now, not at the next poll
     return VIP_SUCCESS;
 }
 

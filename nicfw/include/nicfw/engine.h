@@ -147,6 +147,17 @@ public:
     void ring(const nicfw_doorbell& db) {
         if (!try_ring(db)) ring_full(db);
     }
+    // Inline progress: hands the NIC a doorbell directly when no one else is stepping it
+    // (one lock taken instead of two, and no trip through the doorbell ring), after the
+    // doorbells already in the ring, so each queue's reach the NIC in post order as long
+    // as the caller holds that queue's lock across ring_direct or ring. A send's doorbell
+    // is followed by the step post_progress would make. False when the NIC is busy or
+    // runs its own thread: ring and post_progress then. Errors the step raised wait for
+    // deliver_pending_errors, which the caller makes once it holds no lock.
+    bool ring_direct(const nicfw_doorbell& db);
+    void deliver_pending_errors() {
+        if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
+    }
     // Inline progress after a send was posted: a step, so the send leaves now. On a wire
     // whose receive poll is a system call (udp: about a microsecond in a VM) the step
     // takes the doorbell, builds the frames and hands them to the wire, but does not look
@@ -295,6 +306,7 @@ private:
         return true;
     }
     void ring_full(const nicfw_doorbell& db);
+    void take_doorbell(const nicfw_doorbell& db);
     bool step_locked();
     void post_step_locked();
     void start_guard();

@@ -16,7 +16,10 @@
 namespace softvia::nicfw::atomics {
 namespace {
 
-constexpr uint64_t kPageBytes = GrantPage::kSlots * sizeof(uint64_t);
+constexpr uint64_t kPageBytes = GrantPage::kSlots * 2 * sizeof(uint64_t);
+// A slot's two words: the target's state and the initiator's busy flag (grants.h).
+inline std::atomic<uint64_t>& state_word(std::atomic<uint64_t>* page, uint32_t slot) { return page[2 * slot]; }
+inline std::atomic<uint64_t>& busy_word(std::atomic<uint64_t>* page, uint32_t slot) { return page[2 * slot + 1]; }
 // An initiator holds a grant's word for a few instructions; one that has not left after
 // this long was killed inside (or is stopped: the grant's slot is then never reused).
 constexpr uint64_t kDrainLimitNs = 1000000000;
@@ -78,7 +81,8 @@ bool GrantPage::grant(uint32_t memh, uint64_t base, uint64_t len, int mem_fd, ui
         if (i >= used_) used_ = i + 1;
         if (++s.gen == 0) s.gen = 1;
         s.memh = memh;
-        words_[i].store(static_cast<uint64_t>(s.gen) << 32 | kOpen, std::memory_order_release);
+        busy_word(words_, i).store(0, std::memory_order_relaxed);
+        state_word(words_, i).store(static_cast<uint64_t>(s.gen) << 32 | kOpen, std::memory_order_release);
         *g = nicfw_atomic_grant{base, len, off, static_cast<uint32_t>(mem_fd), static_cast<uint32_t>(fd_),
                                 memh, i, s.gen, 0};
         return true;
@@ -93,16 +97,17 @@ bool GrantPage::granted(uint32_t memh) const {
 }
 
 void GrantPage::close_slot(uint32_t i) {
-    std::atomic<uint64_t>& w = words_[i];
-    // No initiator enters from here on (entering needs the open bit); wait for those inside.
-    w.fetch_and(~kOpen, std::memory_order_acq_rel);
+    // No initiator enters from here on (entering needs the open bit); wait for one inside.
+    // Both sides' locked instructions order the store before the load (grants.h).
+    state_word(words_, i).fetch_and(~kOpen, std::memory_order_seq_cst);
+    std::atomic<uint64_t>& busy = busy_word(words_, i);
     uint64_t deadline = 0;
-    for (uint32_t spins = 0; w.load(std::memory_order_acquire) & kUsers; spins++) {
+    for (uint32_t spins = 0; busy.load(std::memory_order_seq_cst) != 0; spins++) {
         if (spins < 64) continue;
         const uint64_t t = now_ns();
         if (deadline == 0) deadline = t + kDrainLimitNs;
         if (t > deadline) {
-            slots_[i].stuck = true;  // its word keeps the count; the slot is never given again
+            slots_[i].stuck = true;  // the initiator never left: the slot is never given again
             break;
         }
         sched_yield();  // the initiator may be waiting for this core
@@ -172,19 +177,18 @@ bool GrantCache::apply(uint32_t memh, uint64_t raddr, uint32_t op, uint64_t a0, 
         const Grant& g = grants_[i];
         if (g.memh != memh) continue;
         if (raddr < g.base || raddr - g.base > g.len - sizeof(uint64_t)) return false;  // the target refuses it
-        std::atomic<uint64_t>& w = words_[g.slot];
-        uint64_t cur = w.load(std::memory_order_acquire);
-        do {
-            if ((cur >> 32) != g.gen || !(cur & kOpen)) {
-                drop(i);  // revoked: the target decides again
-                return false;
-            }
-            if ((cur & kUsers) == kUsers) return false;
-        } while (!w.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+        std::atomic<uint64_t>& busy = busy_word(words_, g.slot);
+        busy.exchange(1, std::memory_order_seq_cst);  // visible before state is read
+        const uint64_t cur = state_word(words_, g.slot).load(std::memory_order_seq_cst);
+        if ((cur >> 32) != g.gen || !(cur & kOpen)) {
+            busy.store(0, std::memory_order_release);
+            drop(i);  // revoked: the target decides again
+            return false;
+        }
         uint64_t* word = reinterpret_cast<uint64_t*>(g.map + g.lead + (raddr - g.base));
         const int rc = op == NICFW_OFFLOAD_OP_FETCH_ADD ? hostmem::fetch_add64(word, a0, old)
                                                         : hostmem::cas64(word, a0, a1, old);
-        w.fetch_sub(1, std::memory_order_release);
+        busy.store(0, std::memory_order_release);  // after the locked operation: nothing passes it
         return rc == 0;
     }
     return false;

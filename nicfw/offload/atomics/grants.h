@@ -9,16 +9,22 @@
 // of the wire path passed), it sends a grant: the region, its memfd and a word of its
 // grant page, a memfd of 64-bit words, one per grant. The initiator maps both through
 // /proc/<pid>/fd (the peer's pid as its shm link knows it, never as a frame says) and
-// from then on applies atomics to the region without the wire while the word is open:
+// from then on applies atomics to the region without the wire while the grant is open.
+// Each grant has two words on the page, one per side (Dekker's mutual exclusion, so the
+// initiator's way out is a plain store):
 //
-//   word = generation << 32 | open bit << 31 | users (31 bits)
+//   state = generation << 32 | open bit      written by the target
+//   busy  = 1 while the initiator is inside   written by the initiator
 //
-// An initiator enters by a compare-and-swap that adds one user if the word still holds
-// its grant's generation with the open bit, applies the operation, and leaves by
-// subtracting one. The target revokes a grant (deregistration, lost permission, the
-// connection ends, the NIC closes) by clearing the open bit and waiting for the users to
-// leave (a few instructions; bounded, see GrantPage::revoke): once it returns no initiator
-// touches the region through that grant, as once VipDeregisterMem returns no RDMA lands.
+// An initiator enters by setting busy (a locked exchange: the store is visible before it
+// reads state), reads state, and applies the operation only if state still holds its
+// grant's generation with the open bit; it leaves by clearing busy. The target revokes a
+// grant (deregistration, lost permission, the connection ends, the NIC closes) by
+// clearing the open bit (a locked instruction too) and waiting until busy reads 0 (a few
+// instructions; bounded, see GrantPage::revoke): once it returns no initiator touches the
+// region through that grant, as once VipDeregisterMem returns no RDMA lands. A grant is
+// held by one VI, whose NIC applies its atomics one at a time (the engine's lock), so busy
+// is a flag, not a count.
 #pragma once
 
 #include <atomic>
@@ -30,12 +36,11 @@
 namespace softvia::nicfw::atomics {
 
 constexpr uint64_t kOpen = uint64_t{1} << 31;
-constexpr uint64_t kUsers = kOpen - 1;
 
 // Target side: the grants one VI gave its peer.
 class GrantPage {
 public:
-    static constexpr uint32_t kSlots = 512;  // one page of words
+    static constexpr uint32_t kSlots = 256;  // one page of word pairs (state, busy)
 
     GrantPage() = default;
     GrantPage(const GrantPage&) = delete;
@@ -91,7 +96,7 @@ private:
     };
     void drop(size_t i);
     std::vector<Grant> grants_;
-    std::atomic<uint64_t>* words_ = nullptr;  // the target's grant page, mapped here
+    std::atomic<uint64_t>* words_ = nullptr;  // the target's grant page, mapped here (2 words a slot)
     uint32_t page_pid_ = 0, page_fd_ = 0;
     uint64_t mapped_ = 0;  // bytes mapped for grants_
 };

@@ -1,15 +1,16 @@
 # bench_common.sh -- helpers shared by compare.sh and am_compare.sh (sourced, not run).
 # The caller sets: quick (0 or 1) and csv (our figures, kind,label,bytes,... per line).
 
-ucx() {  # test size field -> the figure from ucx_perftest's Final: line
+ucx() {  # test size field... -> those figures of ucx_perftest's Final: line, space-separated
   command -v ucx_perftest >/dev/null || { echo "n/a"; return; }
+  local test=$1 size=$2; shift 2
   local port=$((20000 + RANDOM % 20000)) n=200000
   ((quick)) && n=50000
   UCX_TLS=shm,self taskset -c 0 timeout 60 ucx_perftest -p $port >/dev/null 2>&1 &
   local srv=$!
   sleep 1
-  UCX_TLS=shm,self taskset -c 1 timeout 55 ucx_perftest 127.0.0.1 -p $port -t "$1" -s "$2" -n $n 2>/dev/null |
-    awk -v f="$3" '/^Final:/ {print $f}'
+  UCX_TLS=shm,self taskset -c 1 timeout 55 ucx_perftest 127.0.0.1 -p $port -t "$test" -s "$size" -n $n 2>/dev/null |
+    awk -v fields="$*" '/^Final:/ {k = split(fields, f, " "); for (i = 1; i <= k; i++) printf "%s%s", $f[i], (i < k ? " " : "\n")}'
   wait $srv 2>/dev/null
 }
 

@@ -22,26 +22,11 @@
 namespace softvia::nicfw {
 
 namespace {
-constexpr uint16_t kBufGroup = 0;
-// user_data: a tx slot index, or kRecvTag | generation for the multishot recvmsg (a new
-// generation each time it is armed), or kCancelTag for the cancel of an older one.
-constexpr uint64_t kRecvTag = 1ull << 63;
-constexpr uint64_t kCancelTag = 1ull << 62;
-constexpr uint64_t kTrainTag = 1ull << 61;  // | a TxTrain index
-
-// Which thread is stepping: the address of a thread-local (no system call).
-const void* this_thread_tag() {
-    static thread_local char tag;
-    return &tag;
-}
 constexpr uint32_t kMaxTxSlots = 256;
 constexpr uint32_t kMaxRxBufs = 1024;
 constexpr size_t kPoolBytes = 4u << 20;      // per direction
 constexpr int kSocketBuf = 4 << 20;          // SO_RCVBUF / SO_SNDBUF
 constexpr uint32_t kTxPerStep = 32;           // frames one engine step may send (pacing)
-constexpr size_t kMaxPeers = 4096;
-constexpr uint64_t kProbeGapNs = 100000000;  // liveness probe to each peer
-constexpr uint64_t kLingerNs = 1000000000;   // a released peer sent no frame this long: freed
 
 
 // Errors a pending ICMP report (sk_err) gives the next send, whatever its destination.
@@ -49,16 +34,7 @@ bool refused_by_pending_icmp(int res) {
     return res == -ECONNREFUSED || res == -EHOSTUNREACH || res == -ENETUNREACH || res == -EHOSTDOWN;
 }
 
-uint64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
-uint32_t get32(const uint8_t* p) { uint32_t v; memcpy(&v, p, 4); return v; }
-uint64_t get64(const uint8_t* p) { uint64_t v; memcpy(&v, p, 8); return v; }
-void put32(uint8_t* p, uint32_t v) { memcpy(p, &v, 4); }
-void put64(uint8_t* p, uint64_t v) { memcpy(p, &v, 8); }
 
 bool parse_uint(const char* s, uint64_t max, uint64_t* out) {
     if (!*s || *s == '-' || *s == '+') return false;
@@ -346,88 +322,16 @@ UdpTransport::~UdpTransport() {
     for (int fd : dropped_fds_) close(fd);
 }
 
+uint64_t UdpTransport::mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 uint16_t UdpTransport::port() const {
     uint16_t be;
     memcpy(&be, addr_ + 2, 2);
     return ntohs(be);
-}
-
-int UdpTransport::peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t nonce) {
-    uint64_t key = endpoint_key(sa.sin_addr.s_addr, sa.sin_port);
-    auto it = by_endpoint_.find(key);
-    if (it != by_endpoint_.end())
-        for (int id : it->second)
-            if (peers_[id].nonce == nonce) return id;
-    if (live_peers() >= kMaxPeers) return -ENOSPC;
-    Peer p;
-    p.addr.assign(kAddrLen, 0);
-    p.addr[0] = kAddrKind;
-    p.addr[1] = 1;
-    memcpy(p.addr.data() + 2, &sa.sin_port, 2);
-    memcpy(p.addr.data() + 4, &sa.sin_addr.s_addr, 4);
-    put64(p.addr.data() + kHostIdOffset, host_id);
-    put32(p.addr.data() + 16, nonce);
-    p.sa.sin_family = AF_INET;
-    p.sa.sin_addr = sa.sin_addr;
-    p.sa.sin_port = sa.sin_port;
-    p.host_id = host_id;
-    p.nonce = nonce;
-    p.next_probe_ns = mono_ns() + kProbeGapNs;
-    int id;
-    if (!free_ids_.empty()) {
-        id = free_ids_.back();
-        free_ids_.pop_back();
-        peers_[static_cast<size_t>(id)] = std::move(p);
-    } else {
-        peers_.push_back(std::move(p));
-        id = static_cast<int>(peers_.size() - 1);
-    }
-    by_endpoint_[key].push_back(id);
-    return id;
-}
-
-void UdpTransport::release_peer(int peer) {
-    if (peer < 0 || static_cast<size_t>(peer) >= peers_.size()) return;
-    Peer& p = peers_[static_cast<size_t>(peer)];
-    if (!p.released) p.released_ns = mono_ns();
-    p.released = true;
-}
-
-// The index no longer names the peer: out of the endpoint map, frames from it not yet
-// handed to the engine dropped (the index may name another peer before they would be).
-void UdpTransport::free_peer(int id, std::vector<TransportEvent>& events) {
-    Peer& p = peers_[static_cast<size_t>(id)];
-    auto it = by_endpoint_.find(endpoint_key(p.sa.sin_addr.s_addr, p.sa.sin_port));
-    if (it != by_endpoint_.end()) {
-        auto& v = it->second;
-        v.erase(std::remove(v.begin(), v.end(), id), v.end());
-        if (v.empty()) by_endpoint_.erase(it);
-    }
-    for (uint32_t k = 0; k < pend_count_; k++) {
-        Pending& e = pending_[(pend_head_ + k) % pend_cap()];
-        if (e.peer == id) e.peer = -1;
-    }
-    drop_peer_socket(p);
-    forget_send_socket(id);
-    p = Peer{};
-    p.dead = p.dead_reported = p.freed = true;
-    free_ids_.push_back(id);
-    events.push_back({PeerEvent::kFreed, id});
-}
-
-int UdpTransport::resolve(const uint8_t* addr, size_t len) {
-    if (addr == nullptr || len != kAddrLen || addr[0] != kAddrKind || addr[1] != 1) return -EINVAL;
-    sockaddr_in sa{};
-    memcpy(&sa.sin_port, addr + 2, 2);
-    memcpy(&sa.sin_addr.s_addr, addr + 4, 4);
-    uint32_t nonce = get32(addr + 16);
-    if (sa.sin_port == 0 || sa.sin_addr.s_addr == htonl(INADDR_ANY) || nonce == 0 || get32(addr + 20) != 0)
-        return -EINVAL;
-    int id = peer_for(sa, get64(addr + kHostIdOffset), nonce);
-    if (id < 0) return id;
-    if (peers_[id].dead) return -EHOSTUNREACH;
-    peers_[id].released = false;
-    return id;
 }
 
 io_uring_sqe* UdpTransport::next_sqe() {
@@ -576,51 +480,6 @@ void UdpTransport::tx_flush() {
     step_frames_ = 0;
 }
 
-bool UdpTransport::send_probe(Peer& p) {
-    if (tx_free_.empty()) return false;
-    int slot = tx_free_.back();
-    tx_free_.pop_back();
-    queue_datagram(slot, p, -1, kTypeProbe, 0);
-    return true;
-}
-
-void UdpTransport::arm_recv() {
-    io_uring_sqe* sqe = next_sqe();
-    if (!sqe) return;
-    io_uring_prep_recvmsg_multishot(sqe, fd_, &rx_msg_, 0);
-    sqe->flags |= IOSQE_BUFFER_SELECT;
-    sqe->buf_group = kBufGroup;
-    io_uring_sqe_set_data64(sqe, kRecvTag | ++recv_gen_);
-    // The task that submits it runs its completions' task work (COOP_TASKRUN: when it
-    // next enters the kernel, which rx_burst does when the ring says work waits). In
-    // thread mode that is the firmware thread, which arms it on its first burst.
-    if (io_uring_submit(&ring_) >= 0) {
-        unsubmitted_ = 0;
-        recv_armed_ = true;
-        armer_ = this_thread_tag();
-    }
-}
-
-// Inline progress from another thread than the one that armed the receive: the receive's
-// task work runs only when that thread enters the kernel (one computing in user space
-// does at its next tick, milliseconds away; a sleeping one is woken for it), so cancel
-// its request and arm one of our own. What the old one took still arrives as CQEs.
-void UdpTransport::rearm_here() {
-    io_uring_sqe* sqe = next_sqe();
-    if (!sqe) return;
-    io_uring_prep_cancel64(sqe, kRecvTag | recv_gen_, 0);
-    io_uring_sqe_set_data64(sqe, kCancelTag);
-    unsubmitted_++;
-    recv_armed_ = false;
-    arm_recv();  // submits both
-}
-
-void UdpTransport::recycle(int bid) {
-    io_uring_buf_ring_add(br_, rx_mem_ + static_cast<size_t>(bid) * rx_buf_size_, rx_buf_len_,
-                          static_cast<unsigned short>(bid), io_uring_buf_ring_mask(rx_bufs_), 0);
-    io_uring_buf_ring_advance(br_, 1);
-}
-
 // Completions, read from the shared ring without a system call (liburing only enters
 // the kernel to flush an overflowed completion queue).
 void UdpTransport::reap() {
@@ -641,205 +500,6 @@ void UdpTransport::reap() {
         }
         io_uring_cq_advance(&ring_, n);
         if (n < 64) return;
-    }
-}
-
-void UdpTransport::on_recv_cqe(const io_uring_cqe& c) {
-    // Only the current request's end matters (re-armed by the next burst); a cancelled
-    // older one may still deliver datagrams it took.
-    if (!(c.flags & IORING_CQE_F_MORE) && c.user_data == (kRecvTag | recv_gen_)) recv_armed_ = false;
-    if (c.res < 0) {
-        if (c.res == -EINVAL && stats_.rx_datagrams == 0) rx_syscall_ = true;  // no multishot here
-        else if (c.res != -ENOBUFS && c.res != -ECANCELED) errors_pending_ = true;  // ICMP: see poll_slow
-        return;
-    }
-    if (!(c.flags & IORING_CQE_F_BUFFER)) return;
-    int bid = static_cast<int>(c.flags >> IORING_CQE_BUFFER_SHIFT);
-    if (bid >= static_cast<int>(rx_bufs_)) return;  // never: the kernel picks from our ring
-    uint8_t* buf = rx_mem_ + static_cast<size_t>(bid) * rx_buf_size_;
-    msghdr m = rx_msg_;
-    io_uring_recvmsg_out* o = io_uring_recvmsg_validate(buf, c.res, &m);
-    stats_.rx_datagrams++;
-    if (!o || o->namelen < sizeof(sockaddr_in)) {
-        stats_.rx_malformed++;
-        recycle(bid);
-        return;
-    }
-    if (o->flags & MSG_TRUNC) {
-        stats_.rx_truncated++;
-        recycle(bid);
-        return;
-    }
-    sockaddr_in from;
-    memcpy(&from, io_uring_recvmsg_name(o), sizeof from);
-    auto* payload = static_cast<uint8_t*>(io_uring_recvmsg_payload(o, &m));
-    uint32_t plen = io_uring_recvmsg_payload_length(o, c.res, &m);
-    if (!take_datagram(payload, plen, from, bid)) recycle(bid);
-}
-
-// Checks a datagram and queues its frame; false if it carries none (the buffer is free).
-bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid) {
-    // [5..7]: zero, but for the flag and port of a frame from a peer's send socket and the
-    // port of a send socket's control datagrams.
-    const uint8_t type = len >= kPreamble ? d[kPType] : 0;
-    const bool flagged = type == kTypeFrame && d[kPFlags] == kFlagPeerSocket;
-    const bool ported = flagged || type == kTypePort || type == kTypePortAck || type == kTypePortNak;
-    if (len < kPreamble || get32(d + kPMagic) != kMagic || (d[kPFlags] && !flagged) ||
-        (!ported && (d[kPPort] || d[kPPort + 1])) || type < kTypeFrame || type > kTypePortNak ||
-        from.sin_family != AF_INET) {
-        stats_.rx_malformed++;
-        return false;
-    }
-    uint32_t src_nonce = get32(d + kPSrcNonce);
-    if (get32(d + kPDstNonce) != nonce_ || src_nonce == 0) {
-        stats_.rx_strangers++;  // for an earlier NIC on this port, or not ours at all
-        return false;
-    }
-    bool probe = d[kPType] == kTypeProbe;
-    int id = -1;
-    if (flagged) {  // from a send socket: known only if its NIC announced it
-        id = peer_by_send_socket(d, from);
-        if (id < 0) return false;
-    } else {
-        auto it = by_endpoint_.find(endpoint_key(from.sin_addr.s_addr, from.sin_port));
-        if (it != by_endpoint_.end())
-            for (int k : it->second)
-                if (peers_[k].nonce == src_nonce) id = k;
-    }
-    if (id < 0) {
-        if (type != kTypeFrame) return false;  // a probe or a control datagram needs a peer
-        id = peer_for(from, get64(d + kPHost), src_nonce);
-        if (id < 0) {
-            stats_.rx_strangers++;
-            return false;
-        }
-        // A new NIC on an endpoint: the older ones there are gone (one socket per port).
-        for (int k : by_endpoint_[endpoint_key(from.sin_addr.s_addr, from.sin_port)])
-            if (k != id) peers_[k].dead = true;
-    }
-    Peer& p = peers_[id];
-    if (p.dead) return false;
-    p.refusals = 0;
-    if (type >= kTypePort) {
-        uint16_t port_be;
-        memcpy(&port_be, d + kPPort, 2);
-        on_port_control(id, type, port_be, from);
-        return false;
-    }
-    if (probe || len == kPreamble) return false;  // a probe says the NIC is up, not that it uses us
-    if (!p.heard) {  // it sent to our address and nonce: it can learn our send socket
-        p.heard = true;
-        sockets_to_open_ |= peer_sockets_;
-    }
-    if (pend_count_ == pend_cap()) {  // a train of more datagrams than a sender may make
-        stats_.rx_overflows++;
-        return false;
-    }
-    p.released = false;  // a frame for the engine: it holds the index again
-    uint32_t slot = (pend_head_ + pend_count_) % pend_cap();
-    pending_[slot] = Pending{d + kPreamble, len - kPreamble, id, bid};
-    pend_count_++;
-    return true;
-}
-
-// rx=syscall: one recvmmsg per burst, into the first kSyscallBurst buffers (the engine
-// releases a burst before it asks for the next).
-void UdpTransport::recv_syscall() {
-    if (pend_count_ || !taken_.empty()) return;
-    int n = recvmmsg(fd_, mm_.data(), kSyscallBurst, MSG_DONTWAIT, nullptr);
-    if (n < 0) {
-        if (errno != EAGAIN && errno != EINTR) errors_pending_ = true;
-        return;
-    }
-    for (int i = 0; i < n; i++) take_read(static_cast<uint32_t>(i), mm_[i].msg_len);
-}
-
-int UdpTransport::rx_burst(RxFrame* out, int max) {
-    // What this step committed so far leaves before we spend time on receiving (a reply
-    // must not wait behind a recvmmsg); the step's pacing count runs on to tx_flush.
-    submit();
-    if (rx_syscall_) {
-        reap();  // sends' completions: free slots, and a send an ICMP report failed goes again
-        recv_syscall();
-    } else {
-        if (recv_armed_ && armer_ != this_thread_tag()) rearm_here();
-        // COOP_TASKRUN: no interrupt tells a busy-polling task that a datagram came (in a
-        // VM such an IPI cost ~20 us a message); the ring's flag does, and entering the
-        // kernel runs the receive.
-        if (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN) io_uring_get_events(&ring_);
-        reap();
-        if (!recv_armed_ && !rx_syscall_ && pend_count_ + taken_.size() < rx_bufs_) arm_recv();
-    }
-    int n = 0;
-    while (n < max && pend_count_) {
-        const Pending& e = pending_[pend_head_];
-        if (e.peer >= 0) out[n++] = RxFrame{e.data, e.len, e.peer};  // (-1: from a peer freed since)
-        taken_.push_back(e.bid);
-        pend_head_ = (pend_head_ + 1) % pend_cap();
-        pend_count_--;
-    }
-    return n;
-}
-
-void UdpTransport::rx_release() {
-    for (int bid : taken_)
-        if (bid >= 0) recycle(bid);
-    taken_.clear();
-}
-
-// ICMP errors the kernel queued (IP_RECVERR): port unreachable counts against the
-// peers at the destination it names.
-void UdpTransport::drain_errors() {
-    errors_pending_ = false;
-    for (;;) {
-        sockaddr_in dst{};
-        uint8_t data[64];
-        alignas(cmsghdr) uint8_t ctl[256];
-        iovec iov{data, sizeof data};
-        msghdr m{};
-        m.msg_name = &dst;
-        m.msg_namelen = sizeof dst;
-        m.msg_iov = &iov;
-        m.msg_iovlen = 1;
-        m.msg_control = ctl;
-        m.msg_controllen = sizeof ctl;
-        if (recvmsg(fd_, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
-        for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-            if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR) continue;
-            sock_extended_err ee;
-            memcpy(&ee, CMSG_DATA(c), sizeof ee);
-            if (ee.ee_origin != SO_EE_ORIGIN_ICMP || ee.ee_errno != ECONNREFUSED) continue;
-            stats_.rx_refusals++;
-            auto it = by_endpoint_.find(endpoint_key(dst.sin_addr.s_addr, dst.sin_port));
-            if (it == by_endpoint_.end()) continue;
-            for (int id : it->second)
-                if (++peers_[id].refusals >= kRefusalsForDead) peers_[id].dead = true;
-        }
-    }
-}
-
-void UdpTransport::poll_slow(std::vector<TransportEvent>& events) {
-    uint64_t now = mono_ns();
-    bool probe_round = false;
-    for (size_t i = 0; i < peers_.size(); i++) {
-        Peer& p = peers_[i];
-        if (p.dead || p.released || now < p.next_probe_ns) continue;  // released: only the linger matters
-        send_probe(p);
-        p.next_probe_ns = now + kProbeGapNs;
-        probe_round = true;
-    }
-    if (sockets_to_open_ || probe_round) announce_peer_sockets(probe_round);
-    submit();
-    if (errors_pending_ || probe_round) drain_errors();
-    for (size_t i = 0; i < peers_.size(); i++) {
-        Peer& p = peers_[i];
-        if (p.freed) continue;
-        if (p.dead && !p.dead_reported) {
-            p.dead_reported = true;
-            events.push_back({PeerEvent::kDead, static_cast<int>(i)});
-        }
-        // Released by the engine, and no frame for it since (or dead): the index goes back.
-        if (p.released && (p.dead || now - p.released_ns > kLingerNs)) free_peer(static_cast<int>(i), events);
     }
 }
 

@@ -60,6 +60,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -205,14 +206,35 @@ private:
     static constexpr uint8_t kTypeFrame = 1, kTypeProbe = 2, kTypePort = 3, kTypePortAck = 4, kTypePortNak = 5;
     static constexpr uint8_t kFlagPeerSocket = 1;
 
+    // io_uring user_data: a tx slot index, or kRecvTag | generation for the multishot
+    // recvmsg (a new generation each time it is armed), or kCancelTag for the cancel of an
+    // older one, or kTrainTag | a TxTrain index.
+    static constexpr uint64_t kRecvTag = 1ull << 63, kCancelTag = 1ull << 62, kTrainTag = 1ull << 61;
+    static constexpr uint16_t kBufGroup = 0;  // the provided-buffer ring's group
+
+    static uint32_t get32(const uint8_t* p) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    static uint64_t get64(const uint8_t* p) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    static void put32(uint8_t* p, uint32_t v) { memcpy(p, &v, 4); }
+    static void put64(uint8_t* p, uint64_t v) { memcpy(p, &v, 8); }
+    static uint64_t mono_ns();
+
     UdpTransport() = default;
     static uint64_t endpoint_key(in_addr_t ip, uint16_t port_be) { return (static_cast<uint64_t>(ip) << 16) | port_be; }
     static void set_buffer(int fd, int force_opt, int opt);  // kSocketBuf, past the system's cap when allowed
     int setup_ring(std::string* why);
     void submit();
+    void reap();  // the ring's completions: sends' here, the receive's to on_recv_cqe
+    // udp_receive.cc: reading datagrams and taking their frames.
     void arm_recv();
     void rearm_here();
-    void reap();
     void on_recv_cqe(const io_uring_cqe& cqe);
     void recv_syscall();
     bool take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid);
@@ -228,11 +250,12 @@ private:
     int make_train(size_t first, size_t n);   // a train of them; -1 when none is free
     void train_done(int train, int res);
     void take_read(uint32_t i, uint32_t len);  // recvmmsg entry i: one datagram, or a train of them
-    void drain_errors();
-    bool send_probe(Peer& p);
     io_uring_sqe* next_sqe();
+    // udp_peers.cc: the peer table and liveness.
     int peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t nonce);
     void free_peer(int id, std::vector<TransportEvent>& events);
+    bool send_probe(Peer& p);
+    void drain_errors();
     // udp_peer_sockets.cc: a connected send socket per peer (txsock=peer).
     void open_peer_socket(Peer& p);
     void drop_peer_socket(Peer& p);  // its queued frames go by fd_; the fd closes once no request names it

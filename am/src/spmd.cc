@@ -27,6 +27,25 @@ int fail(const char* what, int rc) {
     return rc;
 }
 
+// Waits for launcher key `key` (up to len bytes into buf, *got its stored length) while
+// polling the NIC, so this rank keeps answering its peers meanwhile. A dead peer ends the
+// wait with AM_ERR_NOT_SENT, and so does the deadline (0: none); with arrived_may_leave a
+// key that is there by then still counts (a rank that saw every key may leave at once).
+int wait_key(const char* key, void* buf, size_t len, size_t* got, uint64_t deadline_ms, bool arrived_may_leave) {
+    unsigned turn = 0;
+    for (;;) {
+        int e = sv_boot_get(key, buf, len, got, 0);
+        if (e == 0) return AM_OK;
+        if (e != -ETIMEDOUT && e != -ENOENT) return AM_ERR_RESOURCE;
+        if (softvia::am::any_peer_dead(s_ep) || (deadline_ms && softvia::am::now_ms() > deadline_ms)) {
+            if (arrived_may_leave && sv_boot_get(key, buf, len, got, 0) == 0) return AM_OK;
+            return AM_ERR_NOT_SENT;
+        }
+        AM_Poll(s_eb);
+        if ((++turn & 15) == 0) sched_yield();
+    }
+}
+
 // The exit's last barrier, through the launcher's store, polling the NIC while it waits:
 // a rank that has quiesced still reads and acknowledges what the others send while they
 // quiesce (their credit returns). The launcher's own barrier does not poll, and a rank
@@ -40,22 +59,10 @@ int exit_barrier() {
     const uint64_t end = softvia::am::now_ms() + kBootMs;
     for (int r = 0; r < s_size; r++) {
         snprintf(key, sizeof key, "amx.exit.%d", r);
-        unsigned turn = 0;
-        for (;;) {
-            char v;
-            size_t got = 0;
-            int e = sv_boot_get(key, &v, 1, &got, 0);
-            if (e == 0) break;
-            if (e != -ETIMEDOUT && e != -ENOENT) return AM_ERR_RESOURCE;
-            // A rank that saw every key may leave and disconnect at once: a rank gone is
-            // an error only if it never arrived.
-            if (softvia::am::any_peer_dead(s_ep) || softvia::am::now_ms() > end) {
-                if (sv_boot_get(key, &v, 1, &got, 0) == 0) break;
-                return AM_ERR_NOT_SENT;
-            }
-            AM_Poll(s_eb);
-            if ((++turn & 15) == 0) sched_yield();
-        }
+        char v;
+        size_t got = 0;
+        // A rank gone is an error only if it never arrived.
+        if (int rc = wait_key(key, &v, 1, &got, end, true)) return rc;
     }
     return AM_OK;
 }
@@ -157,15 +164,7 @@ AMX_API int AMX_SPMDAllGather(const void* src, void* dst, size_t len) {
         snprintf(key, sizeof key, "amx.ag.%d.%d", gen, r);
         char* slot = static_cast<char*>(dst) + size_t(r) * len;
         size_t got = 0;
-        unsigned turn = 0;
-        for (;;) {
-            int e = sv_boot_get(key, slot, len, &got, 0);
-            if (e == 0) break;
-            if (e != -ETIMEDOUT && e != -ENOENT) return AM_ERR_RESOURCE;
-            if (softvia::am::any_peer_dead(s_ep)) return AM_ERR_NOT_SENT;
-            AM_Poll(s_eb);
-            if ((++turn & 15) == 0) sched_yield();
-        }
+        if (int rc = wait_key(key, slot, len, &got, 0, false)) return rc;
         if (got != len) return AM_ERR_BAD_ARG;  // ranks disagree on len
     }
     return AM_OK;

@@ -25,12 +25,6 @@
 
 namespace softvia::nicfw {
 
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 
 int Engine::create(const EngineConfig& cfg, std::unique_ptr<Engine>* out, std::string* why) {
     std::string ignored;
@@ -370,12 +364,7 @@ bool Engine::ring_direct(const nicfw_doorbell& db) {
     if (cfg_.progress == Progress::kThread || !lock_.try_lock()) return false;
     service_doorbells();  // those rung before it first
     take_doorbell(db);
-    if (db.queue == NICFW_SENDQ) {
-        if (cfg_.tx_batch == 0 && !post_sends_only_)
-            step_locked();
-        else
-            post_step_locked();
-    }
+    if (db.queue == NICFW_SENDQ) post_step_locked();
     lock_.unlock();
     return true;
 }
@@ -434,7 +423,13 @@ bool Engine::step_locked() {
     return did;
 }
 
+// The step after a send was posted: a whole one, unless the wire's receive poll is a
+// system call or frames wait for a batch (post_progress says why).
 void Engine::post_step_locked() {
+    if (cfg_.tx_batch == 0 && !post_sends_only_) {
+        step_locked();
+        return;
+    }
     service_doorbells();
     if (!backlog_.empty()) flush_backlog();
     if (!tx_active_.empty()) transmit();

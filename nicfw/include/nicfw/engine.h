@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "nicfw/abi.h"
+#include "nicfw/clock.h"
 #include "nicfw/hostmem.h"
 #include "nicfw/memtable.h"
 #include "nicfw/offload.h"
@@ -168,14 +169,10 @@ public:
     // it on a wire where a flush is one (udp, dpdk's af_packet). A program that posts and
     // then makes no call gets its frames sent by the guard thread within about 1 ms.
     void post_progress() {
-        if (cfg_.tx_batch == 0 && !post_sends_only_) {
-            progress();
-            return;
-        }
         if (cfg_.progress == Progress::kThread || !lock_.try_lock()) return;
         post_step_locked();
         lock_.unlock();
-        if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
+        deliver_pending_errors();
     }
     // Inline progress: steps the engine once if no one else is. True if it did work.
     bool progress() {
@@ -183,7 +180,7 @@ public:
         if (!lock_.try_lock()) return false;
         bool did = step_locked();
         lock_.unlock();
-        if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
+        deliver_pending_errors();
         return did;
     }
     // Inline progress: sends the ACKs that wait for a reply to carry them (the process is
@@ -542,7 +539,5 @@ private:
     void send_acks_if_idle(bool now);
     std::atomic<bool> stop_{false};
 };
-
-uint64_t now_ns();
 
 }  // namespace softvia::nicfw

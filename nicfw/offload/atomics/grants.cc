@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "nicfw/hostmem.h"
+#include "nicfw/clock.h"
 #include "nicfw/memfd.h"
 
 namespace softvia::nicfw::atomics {
@@ -29,12 +30,6 @@ constexpr const char* kMemName = "softvia-nicmem";
 // Grants one VI keeps mapped.
 constexpr size_t kMaxHeld = 64;
 constexpr uint64_t kMaxMapped = uint64_t{1} << 40;  // bytes of regions, all grants of a VI
-
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Opens memfd fd of process pid: one a NIC made under that name (never another of the
 // process's files, such as its NIC's rings), sealed (open_peer_memfd), of at least

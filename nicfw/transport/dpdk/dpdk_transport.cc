@@ -24,6 +24,7 @@
 #include <set>
 
 #include "nicfw/abi.h"
+#include "nicfw/clock.h"
 
 namespace softvia::nicfw {
 
@@ -473,11 +474,7 @@ void DpdkTransport::on_shim(uint8_t kind, uint32_t src_nonce) {
 // for the link to go down. A peer that does not poll meanwhile (inline progress, not in
 // a VIPL call) is not waited for longer than that.
 void DpdkTransport::memif_goodbye() {
-    auto ms_from_now = [](int ms) {
-        timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + (uint64_t)ms;
-    };
+    auto ms_from_now = [](int ms) { return now_ns() / 1000000 + (uint64_t)ms; };
     uint64_t end = ms_from_now(kByeWaitMs);
     if (!quiesced_ && link_up()) {
         closing_ = true;

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "nicfw/engine.h"  // now_ns
+#include "nicfw/clock.h"
 
 namespace softvia::nicfw {
 

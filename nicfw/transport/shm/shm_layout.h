@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "nicfw/clock.h"
 #include "shm_transport.h"
 
 namespace softvia::nicfw {
@@ -49,7 +50,6 @@ struct alignas(64) Slot {
 static_assert(sizeof(Slot) == kSlotBytes);
 
 uint64_t host_id();
-uint64_t mono_ns();
 inline void put32(uint8_t* p, uint32_t v) { memcpy(p, &v, 4); }
 inline uint32_t get32(const uint8_t* p) { uint32_t v; memcpy(&v, p, 4); return v; }
 inline uint64_t get64(const uint8_t* p) { uint64_t v; memcpy(&v, p, 8); return v; }

@@ -27,12 +27,6 @@ uint64_t host_id() {
     return h;
 }
 
-uint64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 void prefault(void* map, size_t len) {
 #ifdef MADV_POPULATE_WRITE
     (void)madvise(map, len, MADV_POPULATE_WRITE);  // best effort: older kernels fault lazily

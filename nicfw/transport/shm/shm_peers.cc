@@ -279,7 +279,7 @@ void ShmTransport::check_remote(int id) {
 }
 
 void ShmTransport::poll_slow(std::vector<TransportEvent>& events) {
-    now_ns_ = mono_ns();
+    now_ns_ = now_ns();
     process_mailbox();
     // Deaths of peer processes: one epoll_wait for every pidfd.
     epoll_event evs[64];

@@ -37,7 +37,7 @@ int ShmTransport::create(std::unique_ptr<ShmTransport>* out, uint32_t max_peers)
     if (getrandom(&t->nonce_, sizeof t->nonce_, 0) != sizeof t->nonce_) t->nonce_ = 0x9e3779b9u ^ t->pid_;
     if (t->nonce_ == 0) t->nonce_ = 1;
     t->host_id_ = host_id();
-    t->now_ns_ = mono_ns();
+    t->now_ns_ = now_ns();
     ShmSegment* s = t->seg_;
     s->version = kVersion;
     s->pid = t->pid_;
@@ -68,7 +68,7 @@ ShmTransport::~ShmTransport() {
 
 void ShmTransport::report(const char* fmt, ...) {
     // At most 5 lines a second per NIC: a flood of refused peers must not flood stderr.
-    uint64_t now = mono_ns();
+    uint64_t now = now_ns();
     if (now - report_ns_ >= 1000000000ull) {
         if (muted_) fprintf(stderr, "softvia: shm: (%u more such messages not shown)\n", muted_);
         report_ns_ = now;

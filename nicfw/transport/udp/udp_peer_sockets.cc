@@ -147,8 +147,7 @@ void UdpTransport::forget_send_socket(int id) {
 }
 
 int UdpTransport::peer_by_send_socket(const uint8_t* d, const sockaddr_in& from) {
-    uint32_t src_nonce;
-    memcpy(&src_nonce, d + kPSrcNonce, 4);
+    const uint32_t src_nonce = get32(d + kPSrcNonce);
     auto it = by_send_socket_.find(endpoint_key(from.sin_addr.s_addr, from.sin_port));
     if (it != by_send_socket_.end()) {
         const Peer& p = peers_[static_cast<size_t>(it->second)];

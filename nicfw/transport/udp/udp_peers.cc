@@ -43,7 +43,7 @@ int UdpTransport::peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t non
     p.sa.sin_port = sa.sin_port;
     p.host_id = host_id;
     p.nonce = nonce;
-    p.next_probe_ns = mono_ns() + kProbeGapNs;
+    p.next_probe_ns = now_ns() + kProbeGapNs;
     int id;
     if (!free_ids_.empty()) {
         id = free_ids_.back();
@@ -60,7 +60,7 @@ int UdpTransport::peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t non
 void UdpTransport::release_peer(int peer) {
     if (peer < 0 || static_cast<size_t>(peer) >= peers_.size()) return;
     Peer& p = peers_[static_cast<size_t>(peer)];
-    if (!p.released) p.released_ns = mono_ns();
+    if (!p.released) p.released_ns = now_ns();
     p.released = true;
 }
 
@@ -141,7 +141,7 @@ void UdpTransport::drain_errors() {
 }
 
 void UdpTransport::poll_slow(std::vector<TransportEvent>& events) {
-    uint64_t now = mono_ns();
+    uint64_t now = now_ns();
     bool probe_round = false;
     for (size_t i = 0; i < peers_.size(); i++) {
         Peer& p = peers_[i];

@@ -201,7 +201,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
 
     t->host_id_ = host_identity();
     if (getrandom(&t->nonce_, sizeof t->nonce_, 0) != sizeof t->nonce_)
-        t->nonce_ = static_cast<uint32_t>(mono_ns()) ^ static_cast<uint32_t>(getpid());
+        t->nonce_ = static_cast<uint32_t>(now_ns()) ^ static_cast<uint32_t>(getpid());
     if (t->nonce_ == 0) t->nonce_ = 1;
     uint8_t* a = t->addr_;
     a[0] = kAddrKind;
@@ -320,12 +320,6 @@ UdpTransport::~UdpTransport() {
     for (Peer& p : peers_)
         if (p.tx_fd >= 0) close(p.tx_fd);
     for (int fd : dropped_fds_) close(fd);
-}
-
-uint64_t UdpTransport::mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 uint16_t UdpTransport::port() const {

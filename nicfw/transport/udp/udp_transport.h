@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "nicfw/device.h"
+#include "nicfw/clock.h"
 #include "nicfw/transport.h"
 
 namespace softvia::nicfw {
@@ -224,7 +225,6 @@ private:
     }
     static void put32(uint8_t* p, uint32_t v) { memcpy(p, &v, 4); }
     static void put64(uint8_t* p, uint64_t v) { memcpy(p, &v, 8); }
-    static uint64_t mono_ns();
 
     UdpTransport() = default;
     static uint64_t endpoint_key(in_addr_t ip, uint16_t port_be) { return (static_cast<uint64_t>(ip) << 16) | port_be; }

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "nicfw/clock.h"
+
 namespace softvia::nicfw {
 
 struct VerbsConn {
@@ -41,12 +43,6 @@ constexpr uint8_t kCrossedMagic[4] = {'S', 'V', 'X', 'C'};  // reject data: "I c
 // An int, not the enum: ibv_reg_mr is a macro that ANDs it with another enum's value.
 constexpr int kLocalWrite = IBV_ACCESS_LOCAL_WRITE;
 constexpr size_t kHelloLen = kVerbsAddrLen + 4;  // connect data: our address, the target's nonce (<= 56)
-
-uint64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // -errno of the call that just failed, never 0 (a library that set no errno is EIO).
 int neg_errno() { return errno ? -errno : -EIO; }
@@ -314,7 +310,7 @@ int VerbsTransport::open(const VerbsOptions& opts, std::string* why) {
     local_.port = ntohs(rdma_get_src_port(listen_id_));
     local_.host = host_identity();
     if (getrandom(&local_.nonce, sizeof local_.nonce, 0) != sizeof local_.nonce)
-        local_.nonce = static_cast<uint32_t>(mono_ns());
+        local_.nonce = static_cast<uint32_t>(now_ns());
     encode_verbs_addr(local_, addr_);
     return 0;
 }
@@ -530,7 +526,7 @@ void VerbsTransport::on_conn_event(VerbsConn& c, int type, const uint8_t* pdata,
                 // We both connected and the peer's connection wins: wait for it.
                 int peer = c.peer;
                 close_conn(&c);
-                peers_[peer].wait_until_ns = mono_ns() + kCrossedWaitNs;
+                peers_[peer].wait_until_ns = now_ns() + kCrossedWaitNs;
                 return;
             }
             kill_peer(c.peer);
@@ -741,7 +737,7 @@ void VerbsTransport::post_recvs() {
 
 void VerbsTransport::poll_slow(std::vector<TransportEvent>& events) {
     handle_cm_events();
-    uint64_t now = mono_ns();
+    uint64_t now = now_ns();
     for (Peer& p : peers_) {
         if (p.dead) continue;
         if (p.tx && p.tx->up) reap_sends(*p.tx);  // errors show up here even when idle

@@ -132,6 +132,27 @@ bool Engine::offload_shortcut(Vi& vi, const WorkItem& w) {
     return true;
 }
 
+bool Engine::offload_now(Vi* vi, const OffloadRequest& req, uint64_t answer[2]) {
+    const Offload* o = offload_for_op(req.op);
+    if (!o || !o->shortcut) return false;
+    auto serve = [&] {
+        service_doorbells();  // posts that went through the ring count as posted before it
+        return vi->state.load(std::memory_order_relaxed) == NICFW_VI_CONNECTED && vi->sq.empty() &&
+               vi->pending.empty() && !vi->tx_busy && o->shortcut(*this, *vi, req, answer);
+    };
+    bool served;
+    if (cfg_.progress == Progress::kThread) {
+        CtlGuard g(lock_, ctl_waiters_);  // the firmware thread lets go between steps
+        served = serve();
+    } else {
+        lock_.lock();
+        served = serve();
+        lock_.unlock();
+    }
+    deliver_pending_errors();  // the doorbells taken may have flushed something
+    return served;
+}
+
 void Engine::offload_memory_changed(uint32_t memh) {
     for (uint32_t i = 0; const Offload* o = offload_at(i); i++)
         if (o->memory_changed) o->memory_changed(*this, memh);

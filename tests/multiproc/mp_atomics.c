@@ -2,7 +2,7 @@
  * mp_atomics: NIC atomics across processes (docs/offloads.md), run by the launcher:
  *   softvia-run -n N mp_atomics --op fadd|lock [--iters K] [--window W] [--rel RD|RR]
  *                               [--progress inline|thread] [--expect-replays]
- *                               [--nicmem [--expect-shortcut | --expect-no-shortcut]]
+ *                               [--nicmem [--expect-shortcut | --expect-no-shortcut]] [--now]
  *
  * Rank 0 owns the words; every other rank reaches them through its own reliable VI.
  *   fadd: every rank adds 1 to one counter K times: ranks > 0 with NIC fetch-adds (W in
@@ -24,6 +24,9 @@
  * 0's NIC and rank 0's own CPU; the sums must stay exact, and every atomic is counted
  * once, by rank 0's NIC (applied) or an initiator's (shortcut). --expect-shortcut: the
  * shortcut must have served some (an shm wire); --expect-no-shortcut: none (a network).
+ * --now: ranks > 0 apply each atomic with VipExtAtomicNow where it can, one at a time,
+ * and post it as a descriptor when that answers VIP_NOT_DONE; with --expect-shortcut it
+ * must have applied some, with --expect-no-shortcut none.
  */
 #include "mp_common.h"
 
@@ -56,6 +59,38 @@ static VIP_DESCRIPTOR *done_must(VIP_VI_HANDLE vi, VIP_DESCRIPTOR *want, uint32_
     VIP_DESCRIPTOR *d = th_send_done_must(vi, want, what);
     if (OP_STATUS(d) != status) FATAL("%s: status 0x%x, want 0x%x", what, d->CS.Status, status);
     return d;
+}
+
+static int use_now;            /* --now */
+static uint64_t now_applied;   /* ranks > 0: atomics VipExtAtomicNow applied */
+
+/* One atomic on word, waited for: VipExtAtomicNow (--now), else descriptor d. */
+static void atomic_one(VIP_VI_HANDLE vi, VIP_EXT_ATOMIC_DESCRIPTOR *d, VIP_UINT16 which, int word, uint64_t operand,
+                       uint64_t swap, uint64_t *old, const char *what) {
+    if (use_now) {
+        VIP_RETURN rc = VipExtAtomicNow(vi, which, target.mh, target.addr + 8 * (uint64_t)word, operand, swap, old);
+        if (rc == VIP_SUCCESS) {
+            now_applied++;
+            return;
+        }
+        if (rc != VIP_NOT_DONE) FATAL("%s: VipExtAtomicNow: %s", what, th_rs(rc));
+    }
+    set_atomic(d, which, word, operand, swap, old);
+    CHECK(VipPostSend(vi, (VIP_DESCRIPTOR *)d, E.mh));
+    done_must(vi, (VIP_DESCRIPTOR *)d, VIP_STATUS_DONE | VIP_EXT_STATUS_OP_ATOMIC, what);
+}
+
+/* Ranks > 0, fadd with --now: K fetch-adds of 1, one at a time. */
+static void fadd_now_initiator(VIP_VI_HANDLE vi, int iters) {
+    VIP_EXT_ATOMIC_DESCRIPTOR *d = th_alloc(&E, sizeof *d);
+    uint64_t *res = th_alloc(&E, 8), last = 0;
+    for (int i = 0; i < iters; i++) {
+        atomic_one(vi, d, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, COUNTER, 1, 0, res, "fetch-add");
+        if ((i > 0 && *res <= last) || *res >= (uint64_t)iters * (uint64_t)mp_size)
+            FATAL("fetch-add %d returned %llu after %llu: not rising, or past the final sum", i,
+                  (unsigned long long)*res, (unsigned long long)last);
+        last = *res;
+    }
 }
 
 /* Ranks > 0, fadd: K fetch-adds of 1, W in flight. */
@@ -95,9 +130,7 @@ static void lock_initiator(VIP_VI_HANDLE vi, int iters) {
     void *plain = (void *)(uintptr_t)(target.addr + 8 * PLAIN);
     for (int i = 0; i < iters; i++) {
         for (unsigned spins = 0;; spins++) {
-            set_atomic(acq, VIP_EXT_CONTROL_ATOMIC_CMP_SWAP, LOCK, 0, me, old);
-            CHECK(VipPostSend(vi, (VIP_DESCRIPTOR *)acq, E.mh));
-            done_must(vi, (VIP_DESCRIPTOR *)acq, VIP_STATUS_DONE | VIP_EXT_STATUS_OP_ATOMIC, "acquire");
+            atomic_one(vi, acq, VIP_EXT_CONTROL_ATOMIC_CMP_SWAP, LOCK, 0, me, old, "acquire");
             if (*old == 0) break;
             if (*old > (uint64_t)mp_size && *old != 1000) FATAL("lock word holds %llu", (unsigned long long)*old);
             if (spins % 8 == 7) sched_yield();  /* 2 cores: let the holder run */
@@ -107,11 +140,16 @@ static void lock_initiator(VIP_VI_HANDLE vi, int iters) {
         done_must(vi, rd, VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_READ, "read");
         (*val)++;
         th_set_rdma(wr, VIP_CONTROL_OP_RDMAWRITE, plain, target.mh, E.mh, val, 8, 1);
-        set_atomic(rel, VIP_EXT_CONTROL_ATOMIC_CMP_SWAP, LOCK, me, 0, old2);
         CHECK(VipPostSend(vi, wr, E.mh));
-        CHECK(VipPostSend(vi, (VIP_DESCRIPTOR *)rel, E.mh));
-        done_must(vi, wr, VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_WRITE, "write");
-        done_must(vi, (VIP_DESCRIPTOR *)rel, VIP_STATUS_DONE | VIP_EXT_STATUS_OP_ATOMIC, "release");
+        if (use_now) { /* the release once the write completed (a Done call takes them in order) */
+            done_must(vi, wr, VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_WRITE, "write");
+            atomic_one(vi, rel, VIP_EXT_CONTROL_ATOMIC_CMP_SWAP, LOCK, me, 0, old2, "release");
+        } else {
+            set_atomic(rel, VIP_EXT_CONTROL_ATOMIC_CMP_SWAP, LOCK, me, 0, old2);
+            CHECK(VipPostSend(vi, (VIP_DESCRIPTOR *)rel, E.mh));
+            done_must(vi, wr, VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_WRITE, "write");
+            done_must(vi, (VIP_DESCRIPTOR *)rel, VIP_STATUS_DONE | VIP_EXT_STATUS_OP_ATOMIC, "release");
+        }
         if (*old2 != me) FATAL("release: the lock held %llu, not us (%llu)", (unsigned long long)*old2,
                                (unsigned long long)me);
     }
@@ -146,6 +184,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--nicmem")) nicmem = 1;
         else if (!strcmp(argv[i], "--expect-shortcut")) expect_shortcut = 1;
         else if (!strcmp(argv[i], "--expect-no-shortcut")) expect_shortcut = -1;
+        else if (!strcmp(argv[i], "--now")) use_now = 1;
         else FATAL("unknown argument '%s'", argv[i]);
     }
     const int lock = !strcmp(op, "lock");
@@ -225,8 +264,16 @@ int main(int argc, char **argv) {
     } else {
         if (lock)
             lock_initiator(vi[0], iters);
+        else if (use_now)
+            fadd_now_initiator(vi[0], iters);
         else
             fadd_initiator(vi[0], iters, window);
+        if (use_now && expect_shortcut > 0)
+            EXPECT(now_applied > 0, "VipExtAtomicNow applied none of %d atomics", iters);
+        if (use_now && expect_shortcut < 0)
+            EXPECT(now_applied == 0, "VipExtAtomicNow applied %llu atomics without a grant",
+                   (unsigned long long)now_applied);
+        if (use_now) printf("mp_atomics[rank %d]: VipExtAtomicNow applied %llu\n", mp_rank, (unsigned long long)now_applied);
         /* tell rank 0 */
         VIP_DESCRIPTOR *sd = th_desc(&E, 1);
         uint64_t *one = th_alloc(&E, 8);

@@ -1,6 +1,6 @@
 /*
  * mp_grants: the same-host shortcut of NIC atomics is taken back in time (docs/offloads.md),
- * 2 ranks on one host:  softvia-run -n 2 mp_grants [--progress inline|thread]
+ * 2 ranks on one host:  softvia-run -n 2 mp_grants [--progress inline|thread] [--now]
  *
  * Rank 0 owns a word in memory its NIC allocated (VipExtAllocMem), registered and open to
  * atomics; rank 1 fetch-adds it through a fresh reliable VI per case. After the first
@@ -16,6 +16,13 @@
  *           exactly the number of fetch-adds that completed successfully (none lost,
  *           none applied after being refused).
  * Rank 0 also checks VipExtAllocMem / VipExtFreeMem's answers to bad arguments.
+ *
+ * --now: rank 1 tries each fetch-add with VipExtAtomicNow first and posts a descriptor
+ * only when that answers VIP_NOT_DONE. The first on a fresh VI must be VIP_NOT_DONE (no
+ * grant yet), nearly all the rest VIP_SUCCESS, and none may succeed once the permission
+ * is gone. Rank 1 also checks its answers to bad arguments, and (inline progress, where
+ * rank 0's NIC answers only when rank 0 steps it) that it says VIP_NOT_DONE while an
+ * RDMA write posted before it is unacknowledged, so it never passes an earlier post.
  */
 #include "mp_common.h"
 
@@ -50,9 +57,25 @@ static uint64_t shortcuts(void) {
     return c.Shortcut;
 }
 
+static int use_now;         /* --now */
+static int inline_mode;     /* --progress inline */
+static uint64_t now_served; /* rank 1: fetch-adds VipExtAtomicNow applied */
+
 /* Rank 1: one fetch-add; 1 if it completed successfully (then its old value is checked
  * against want), 0 if it failed (refused, flushed, or the VI was no longer connected). */
 static int fadd_once(VIP_VI_HANDLE vi, VIP_EXT_ATOMIC_DESCRIPTOR *d, uint64_t *res, uint64_t want, const char *what) {
+    if (use_now) {
+        VIP_RETURN rc = VipExtAtomicNow(vi, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, target.mh, target.addr, 1, 0, res);
+        if (rc == VIP_SUCCESS) {
+            if (*res != want)
+                FATAL("%s: VipExtAtomicNow: old value %llu, want %llu", what, (unsigned long long)*res,
+                      (unsigned long long)want);
+            now_served++;
+            return 1;
+        }
+        if (rc == VIP_INVALID_STATE) return 0;
+        if (rc != VIP_NOT_DONE) FATAL("%s: VipExtAtomicNow: %s", what, th_rs(rc));
+    }
     set_fadd(d, res);
     VIP_RETURN rc = VipPostSend(vi, (VIP_DESCRIPTOR *)d, E.mh);
     if (rc == VIP_INVALID_STATE) return 0;
@@ -122,6 +145,63 @@ static void *stepper(void *arg) {
     return NULL;
 }
 
+/* Rank 1, --now: answers to bad arguments (vi connected, the grant held). */
+static void now_arg_checks(VIP_VI_HANDLE vi, VIP_VI_HANDLE idle, uint64_t *res) {
+    const VIP_ULONG fadd = VIP_EXT_CONTROL_ATOMIC_FETCH_ADD;
+    EXPECT(VipExtAtomicNow(NULL, fadd, target.mh, target.addr, 1, 0, res) == VIP_INVALID_PARAMETER,
+           "VipExtAtomicNow: a NULL VI is accepted");
+    EXPECT(VipExtAtomicNow(vi, fadd, target.mh, target.addr, 1, 0, NULL) == VIP_INVALID_PARAMETER,
+           "VipExtAtomicNow: a NULL Old is accepted");
+    EXPECT(VipExtAtomicNow(vi, fadd, target.mh, target.addr + 4, 1, 0, res) == VIP_INVALID_PARAMETER,
+           "VipExtAtomicNow: a misaligned word is accepted");
+    EXPECT(VipExtAtomicNow(vi, 0x30, target.mh, target.addr, 1, 0, res) == VIP_INVALID_PARAMETER,
+           "VipExtAtomicNow: Op 0x30 is accepted");
+    EXPECT(VipExtAtomicNow(vi, VIP_EXT_CONTROL_OP_ATOMIC, target.mh, target.addr, 1, 0, res) == VIP_INVALID_PARAMETER,
+           "VipExtAtomicNow: Op without an operation is accepted");
+    EXPECT(VipExtAtomicNow(idle, fadd, target.mh, target.addr, 1, 0, res) == VIP_INVALID_STATE,
+           "VipExtAtomicNow: an unconnected VI is accepted");
+    /* Beyond the grant's region or another handle: not this NIC's to apply, the target decides. */
+    EXPECT(VipExtAtomicNow(vi, fadd, target.mh, target.addr + 4096, 1, 0, res) == VIP_NOT_DONE,
+           "VipExtAtomicNow: a word past the granted region is applied");
+    EXPECT(VipExtAtomicNow(vi, fadd, target.mh + 1, target.addr, 1, 0, res) == VIP_NOT_DONE,
+           "VipExtAtomicNow: a word under another memory handle is applied");
+}
+
+/* Rank 1, --now with inline progress, while rank 0 does not step its NIC: an RDMA write
+ * posted first waits for rank 0's acknowledgement, so VipExtAtomicNow must not pass it;
+ * the descriptor posted instead completes after the write. want: the word's value. */
+static uint64_t now_order_check(VIP_VI_HANDLE vi, VIP_EXT_ATOMIC_DESCRIPTOR *d, uint64_t *res, uint64_t want) {
+    VIP_DESCRIPTOR *w = th_alloc(&E, sizeof(VIP_DESCRIPTOR));
+    uint64_t *src = th_alloc(&E, 8);
+    *src = 0x5eed;
+    memset(w, 0, sizeof *w);
+    w->CS.Control = VIP_CONTROL_OP_RDMAWRITE;
+    w->CS.SegCount = 2;
+    w->CS.Length = 8;
+    w->DS[0].Remote.Data.Address = (void *)(uintptr_t)(target.addr + 8);
+    w->DS[0].Remote.Handle = target.mh;
+    w->DS[1].Local.Data.Address = src;
+    w->DS[1].Local.Handle = E.mh;
+    w->DS[1].Local.Length = 8;
+    CHECK(VipPostSend(vi, w, E.mh));
+    EXPECT(VipExtAtomicNow(vi, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, target.mh, target.addr, 1, 0, res) == VIP_NOT_DONE,
+           "order: VipExtAtomicNow applied while an RDMA write posted before it was outstanding");
+    set_fadd(d, res);
+    CHECK(VipPostSend(vi, (VIP_DESCRIPTOR *)d, E.mh));
+    barrier(); /* rank 0 steps again */
+    VIP_DESCRIPTOR *x = th_send_done_must(vi, w, "order: the RDMA write");
+    EXPECT(OP_STATUS(x) == (VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_WRITE), "order: RDMA write status 0x%x", x->CS.Status);
+    x = th_send_done_must(vi, (VIP_DESCRIPTOR *)d, "order: the fetch-add posted instead");
+    EXPECT(OP_STATUS(x) == (VIP_STATUS_DONE | VIP_EXT_STATUS_OP_ATOMIC) && *res == want,
+           "order: fetch-add status 0x%x old %llu, want %llu", x->CS.Status, (unsigned long long)*res,
+           (unsigned long long)want);
+    EXPECT(VipExtAtomicNow(vi, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, target.mh, target.addr, 1, 0, res) == VIP_SUCCESS &&
+               *res == want + 1,
+           "order: VipExtAtomicNow not applied once nothing was outstanding (old %llu)", (unsigned long long)*res);
+    now_served++;
+    return want + 2;
+}
+
 static void run_case(const char *name, int round, const mp_addrs *ad, VIP_EXT_ATOMIC_DESCRIPTOR *d, uint64_t *res) {
     publish();
     char tag[32];
@@ -134,12 +214,28 @@ static void run_case(const char *name, int round, const mp_addrs *ad, VIP_EXT_AT
     pthread_t t;
     if (mp_rank == 1) {
         /* The first goes through rank 0's NIC (which then grants); the rest by the shortcut. */
-        uint64_t s0 = shortcuts();
+        uint64_t s0 = shortcuts(), n0 = now_served;
+        if (use_now)
+            EXPECT(VipExtAtomicNow(vi, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, target.mh, target.addr, 1, 0, res) == VIP_NOT_DONE,
+                   "%s: VipExtAtomicNow applied before the target granted anything", name);
         for (int i = 0; i < WARM; i++)
             if (!fadd_once(vi, d, res, (uint64_t)i, name)) FATAL("%s: warm-up fetch-add %d failed", name, i);
         uint64_t s = shortcuts() - s0;
         EXPECT(s >= WARM - 2, "%s: only %llu of %d fetch-adds went by the shortcut", name, (unsigned long long)s, WARM);
+        if (use_now)
+            EXPECT(now_served - n0 >= WARM - 2, "%s: VipExtAtomicNow applied only %llu of %d", name,
+                   (unsigned long long)(now_served - n0), WARM);
         done = WARM;
+        if (use_now && round == 0) {
+            VIP_VI_HANDLE idle = th_vi(&E, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL);
+            now_arg_checks(vi, idle, res);
+            CHECK(VipDestroyVi(idle));
+        }
+        if (use_now && inline_mode && round == 0) {
+            barrier(); /* O */
+            barrier(); /* rank 0 no longer steps its NIC */
+            done = now_order_check(vi, d, res, done);
+        }
         barrier(); /* A: warmed up */
         if (race) {
             while (fadd_once(vi, d, res, done, name)) done++;
@@ -151,6 +247,15 @@ static void run_case(const char *name, int round, const mp_addrs *ad, VIP_EXT_AT
     } else {
         __atomic_store_n(&stepping, 1, __ATOMIC_RELEASE);
         if (pthread_create(&t, NULL, stepper, NULL) != 0) FATAL("pthread_create");
+        if (use_now && inline_mode && round == 0) {
+            barrier(); /* O: rank 1 warmed up; this NIC falls silent (nothing else steps it) */
+            __atomic_store_n(&stepping, 0, __ATOMIC_RELEASE);
+            pthread_join(t, NULL);
+            barrier();
+            barrier(); /* rank 1 posted its RDMA write and the fetch-add; they may complete now */
+            __atomic_store_n(&stepping, 1, __ATOMIC_RELEASE);
+            if (pthread_create(&t, NULL, stepper, NULL) != 0) FATAL("pthread_create");
+        }
         barrier(); /* A */
         if (race) { /* rank 1 adds by the shortcut meanwhile */
             const uint64_t end = th_now_ms() + 1 + (uint64_t)round % 4;
@@ -195,8 +300,10 @@ int main(int argc, char **argv) {
     const char *progress = "inline";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--progress") && i + 1 < argc) progress = argv[++i];
+        else if (!strcmp(argv[i], "--now")) use_now = 1;
         else FATAL("unknown argument '%s'", argv[i]);
     }
+    inline_mode = !strcmp(progress, "inline");
     mp_init("mp_grants", 2, 110);
     mp_open(&E, progress, 1 << 16);
     mp_log_errors(&E);
@@ -214,6 +321,7 @@ int main(int argc, char **argv) {
         if (wmh) CHECK(VipDeregisterMem(E.nic, word, wmh));
         CHECK(VipExtFreeMem(E.nic, word));
     }
+    if (mp_rank == 1 && use_now) printf("mp_grants: VipExtAtomicNow applied %llu fetch-adds\n", (unsigned long long)now_served);
     barrier();
     return th_result();
 }

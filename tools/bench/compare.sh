@@ -53,7 +53,9 @@ echo
 # with the initiator's own locked instruction on memory UCX allocated and the initiator
 # maps. Ours on memory the target's NIC allocated (VipExtAllocMem): the initiator's NIC
 # adds on its mapping under the target's grant (fadd_nicmem); and on ordinary registered
-# memory: a round trip through the target's NIC (fadd).
+# memory: a round trip through the target's NIC (fadd). And VipExtAtomicNow on the same
+# NIC-allocated word (fadd_now): the same shortcut without a descriptor's post and Done,
+# as ucp_atomic_fetch_nb completes in place.
 # Both the means and the medians: this VM's TSC advances in steps of about 10 ns, so the
 # median of round trips of 20-100 ns is one of a few steps, ours and ucx_perftest's
 # 50%ile alike; the mean (ucx_perftest's "average" column) is not quantized but takes in
@@ -61,16 +63,19 @@ echo
 # median stays at 0.02-0.04. Each ratio is per round, ours and UCX's back to back.
 echo "== NIC fetch-add in $rounds round(s): vipl_bench --only atomic, ucx_perftest ucp_fadd"
 fadd_r=() fadd50_r=() nicf_r=() ucxf_r=() ucxf50_r=() r_fadd=() r_fadd50=()
+now_r=() now50_r=() r_now=() r_now50=()
 for ((r = 1; r <= rounds; r++)); do
   ours vipl-atomic-$r --sizes 8 --only atomic >/dev/null
   um=$(ucx ucp_fadd 8 3 4)  # 50%ile and average
   u50=${um%% *} u=${um#* }
   f=$(get atomic_fadd_nicmem vipl-atomic-$r 8 8) f50=$(get atomic_fadd_nicmem vipl-atomic-$r 8 4)
   n=$(get atomic_fadd vipl-atomic-$r 8 8)
-  echo "round $r: NIC fetch-add on NIC-allocated memory mean $f us (median $f50), through the target NIC" \
-    "mean $n us; ucp_fadd mean $u us (median $u50)"
+  w=$(get atomic_fadd_now vipl-atomic-$r 8 8) w50=$(get atomic_fadd_now vipl-atomic-$r 8 4)
+  echo "round $r: NIC fetch-add on NIC-allocated memory mean $f us (median $f50), VipExtAtomicNow mean $w us" \
+    "(median $w50), through the target NIC mean $n us; ucp_fadd mean $u us (median $u50)"
   fadd_r+=("$f") fadd50_r+=("$f50") nicf_r+=("$n") ucxf_r+=("$u") ucxf50_r+=("$u50")
   r_fadd+=("$(ratio "$f" "$u")") r_fadd50+=("$(ratio "$f50" "$u50")")
+  now_r+=("$w") now50_r+=("$w50") r_now+=("$(ratio "$w" "$u")") r_now50+=("$(ratio "$w50" "$u50")")
 done
 echo
 
@@ -112,12 +117,17 @@ row "NIC fetch-add, NIC-allocated memory, us mean (ucp_fadd**)" "$(median "${fad
     "$(median "${r_fadd[@]}")" "<= 2.00"
 row "NIC fetch-add, NIC-allocated memory, us median" "$(median "${fadd50_r[@]}")" "$(median "${ucxf50_r[@]}")" \
     "$(median "${r_fadd50[@]}")" "<= 2.00"
+row "NIC fetch-add, VipExtAtomicNow, us mean" "$(median "${now_r[@]}")" "$(median "${ucxf_r[@]}")" \
+    "$(median "${r_now[@]}")" "<= 2.00"
+row "NIC fetch-add, VipExtAtomicNow, us median" "$(median "${now50_r[@]}")" "$(median "${ucxf50_r[@]}")" \
+    "$(median "${r_now50[@]}")" "<= 2.00"
 row "NIC fetch-add through the target NIC, us mean" "$(median "${nicf_r[@]}")" "$(median "${ucxf_r[@]}")" \
     "$(ratio "$(median "${nicf_r[@]}")" "$(median "${ucxf_r[@]}")")" "report"
 echo "* ucp_get pipelines gets on memory UCX maps directly; ours is one read's round trip through the target NIC."
 echo "** ucp_fadd over shm is the initiator's own lock xadd on memory UCX allocated, mapped from the peer. Ours"
 echo "   on memory of VipExtAllocMem is the same, done by the initiator's NIC under the target's grant; on"
-echo "   other memory it is a request to the peer's NIC and its answer (docs/offloads.md)."
+echo "   other memory it is a request to the peer's NIC and its answer (docs/offloads.md). VipExtAtomicNow:"
+echo "   that shortcut without a descriptor, as ucp_atomic_fetch_nb completes in place (vipl.h)."
 echo "*** ucp_am_bw leaves the data in UCX's receive FIFO (no copy into a receive buffer); tag_bw and VIA deliver"
 echo "    into the buffer the receiver posted."
 echo "(all figures: $csv)"

@@ -21,8 +21,9 @@
  * progress they use VipRecvWait / VipSendWait. --only atomic: NIC fetch-add round trips
  * (one at a time, as ucx_perftest -t ucp_atomic_fadd) and their rate with WINDOW in flight,
  * on ordinary registered memory (fadd) and on memory of VipExtAllocMem (fadd_nicmem: on
- * one host the initiator's NIC applies them itself under the target's grant). Run with --pin to place the ranks on
- * cores 0 and 1, as tools/bench/compare.sh and the peer figures do.
+ * one host the initiator's NIC applies them itself under the target's grant), then the
+ * same through VipExtAtomicNow, which needs no descriptor (fadd_now). Run with --pin to
+ * place the ranks on cores 0 and 1, as tools/bench/compare.sh and the peer figures do.
  */
 #define _GNU_SOURCE
 #include <softvia_boot.h>
@@ -365,8 +366,21 @@ static void set_fadd(VIP_EXT_ATOMIC_DESCRIPTOR *d, const struct remote *r, uint6
     d->Result.Length = 8;
 }
 
+/* One fetch-add the descriptor way (post, then Done): the old value into *res. */
+static void fadd_posted(struct ctx *c, const struct remote *r, uint64_t *res, int i) {
+    VIP_EXT_ATOMIC_DESCRIPTOR *d = (VIP_EXT_ATOMIC_DESCRIPTOR *)c->sd[0];
+    set_fadd(d, r, res, c->mh);
+    CK(VipPostSend(c->vi, (VIP_DESCRIPTOR *)d, c->mh));
+    VIP_DESCRIPTOR *x;
+    while (VipSendDone(c->vi, &x) == VIP_NOT_DONE) {}
+    if ((x->CS.Status & (VIP_STATUS_ERROR_MASK | VIP_STATUS_OP_MASK)) != VIP_EXT_STATUS_OP_ATOMIC)
+        DIE("fetch-add %d: status 0x%x", i, x->CS.Status);
+}
+
+/* now: each fetch-add first tries VipExtAtomicNow and posts a descriptor only when that
+ * says VIP_NOT_DONE (as a program would use it; the first one always posts). */
 static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote *r, FILE *csv, const char *label,
-                         const char *test) {
+                         const char *test, int now) {
     sv_boot_barrier(30000);
     if (rank != 0) {
         VIP_DESCRIPTOR *d;
@@ -380,15 +394,18 @@ static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote
     uint64_t *res = (uint64_t *)c->sbuf[0];
     if (tsc_per_ns == 0) tsc_calibrate();
     uint64_t prev = __rdtsc();
+    long posted_instead = 0;
     for (int i = -warm; i < iters; i++) {
-        VIP_EXT_ATOMIC_DESCRIPTOR *d = (VIP_EXT_ATOMIC_DESCRIPTOR *)c->sd[0];
-        set_fadd(d, r, res, c->mh);
-        CK(VipPostSend(c->vi, (VIP_DESCRIPTOR *)d, c->mh));
-        VIP_DESCRIPTOR *x;
-        while (VipSendDone(c->vi, &x) == VIP_NOT_DONE) {}
-        if ((x->CS.Status & (VIP_STATUS_ERROR_MASK | VIP_STATUS_OP_MASK)) != VIP_EXT_STATUS_OP_ATOMIC || *res != expect)
-            DIE("fetch-add %d: status 0x%x old %llu, want %llu", i, x->CS.Status, (unsigned long long)*res,
-                (unsigned long long)expect);
+        VIP_RETURN rc = VIP_NOT_DONE;
+        if (now) rc = VipExtAtomicNow(c->vi, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, r->memh, r->addr, 1, 0, res);
+        if (rc == VIP_NOT_DONE) {
+            fadd_posted(c, r, res, i);
+            posted_instead += now;
+        } else if (rc != VIP_SUCCESS) {
+            DIE("VipExtAtomicNow %d: %s", i, VipExtReturnString(rc));
+        }
+        if (i == -warm) expect = *res;  /* the word may have been used before */
+        if (*res != expect) DIE("fetch-add %d: old %llu, want %llu", i, (unsigned long long)*res, (unsigned long long)expect);
         expect++;
         const uint64_t now = __rdtsc();
         if (i >= 0) t[i] = now - prev;  /* one whole iteration, as ucx_perftest's samples */
@@ -402,9 +419,21 @@ static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote
     double mean = (double)sum / iters / tsc_per_ns / 1000.0;
     qsort(t, (size_t)iters, sizeof *t, cmp_u64);
     double med = t[iters / 2] / tsc_per_ns / 1000.0, p99 = t[(size_t)iters * 99 / 100] / tsc_per_ns / 1000.0;
-    /* rate: WINDOW fetch-adds in flight, each result in its own slot */
+    /* rate: WINDOW fetch-adds in flight, each result in its own slot; applied at once
+     * (now), one after the other */
     uint64_t t0 = now_ns();
     int posted = 0, done = 0;
+    for (; now && done < iters; done++) {
+        VIP_RETURN rc = VipExtAtomicNow(c->vi, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, r->memh, r->addr, 1, 0, res);
+        if (rc == VIP_NOT_DONE) {
+            fadd_posted(c, r, res, done);
+            posted_instead++;
+        } else if (rc != VIP_SUCCESS) {
+            DIE("VipExtAtomicNow %d: %s", done, VipExtReturnString(rc));
+        }
+        if (*res != expect++) DIE("fetch-add %d: old %llu, want %llu", done, (unsigned long long)*res,
+                                  (unsigned long long)expect - 1);
+    }
     while (done < iters) {
         while (posted < iters && posted - done < WINDOW) {
             int s = posted % WINDOW;
@@ -419,8 +448,10 @@ static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote
     }
     double secs = (double)(now_ns() - t0) / 1e9, rate = iters / secs;
     send_imm(c, DONE_MARK);
-    printf("%-10s %8u %10.4f %10.4f   (round trip, mean %.4f); %.0f fetch-adds/s with %d in flight\n", test, 8,
-           med, p99, mean, rate, WINDOW);
+    printf("%-10s %8u %10.4f %10.4f   (round trip, mean %.4f); %.0f fetch-adds/s with %d in flight", test, 8, med,
+           p99, mean, rate, now ? 1 : WINDOW);
+    if (now) printf("; %ld of %d posted as descriptors", posted_instead, 2 * iters + warm);
+    printf("\n");
     if (csv) fprintf(csv, "atomic_%s,%s,8,%.4f,%.4f,,%.0f,%.4f\n", test, label, med, p99, rate, mean);
     free(t);
 }
@@ -562,7 +593,7 @@ int main(int argc, char **argv) {
         if (sv_boot_allgather(&me, sizeof me, both, 30000) != 0) DIE("window exchange failed");
         *window = 0;
         if (rank == 0) printf("%-10s %8s %10s %10s\n", "test", "bytes", "median_us", "p99_us");
-        atomic_bench(&c, rank, iters, &both[1 - rank], csv, label, "fadd");
+        atomic_bench(&c, rank, iters, &both[1 - rank], csv, label, "fadd", 0);
         /* The target word in memory the NIC allocated (VipExtAllocMem): a same-host peer's
          * NIC applies the atomics itself once the target granted it (docs/offloads.md);
          * elsewhere the same round trip as above. */
@@ -573,7 +604,9 @@ int main(int argc, char **argv) {
         CK(VipExtSetMemAtomics(c.nic, nicmem, nmh, VIP_TRUE));
         me = (struct remote){(uint64_t)(uintptr_t)nicmem, nmh, 0};
         if (sv_boot_allgather(&me, sizeof me, both, 30000) != 0) DIE("window exchange failed");
-        atomic_bench(&c, rank, iters, &both[1 - rank], csv, label, "fadd_nicmem");
+        atomic_bench(&c, rank, iters, &both[1 - rank], csv, label, "fadd_nicmem", 0);
+        /* The same, applied at once where the NIC can (VipExtAtomicNow), else posted. */
+        atomic_bench(&c, rank, iters, &both[1 - rank], csv, label, "fadd_now", 1);
         sv_boot_barrier(30000);
         CK(VipDeregisterMem(c.nic, nicmem, nmh));
         CK(VipExtFreeMem(c.nic, nicmem));

@@ -500,6 +500,23 @@ typedef struct {
     VIP_DATA_SEGMENT Result;
 } VIP_EXT_ATOMIC_DESCRIPTOR;
 
+/* A NIC atomic applied at once, in the calling thread, without a descriptor (softvia):
+ * when a same-host peer's grant covers the word (memory the peer's NIC allocated,
+ * VipExtAllocMem) and everything posted on the VI's send queue has completed, the NIC
+ * applies Op to the peer's word, writes the old value to *Old and returns VIP_SUCCESS,
+ * ordered after all the VI's earlier sends as a posted atomic would be. Otherwise it does
+ * nothing and returns VIP_NOT_DONE: post a VIP_EXT_ATOMIC_DESCRIPTOR instead (the first
+ * atomic on a region always takes that way; the grant comes with its answer; a peer on
+ * another host never grants). This is the descriptor's same-host shortcut without the
+ * descriptor's post and Done, as ucp_atomic_fetch_nb completes in place over shared memory.
+ *   Op         VIP_EXT_CONTROL_ATOMIC_FETCH_ADD (Operand is added) or
+ *              VIP_EXT_CONTROL_ATOMIC_CMP_SWAP (Swap is stored if the word equals Operand)
+ *   RemoteHandle, RemoteAddress   the word, as in the descriptor's Remote segment
+ * Errors: VIP_INVALID_PARAMETER (ViHandle, Op, Old NULL, RemoteAddress not 8-byte
+ * aligned), VIP_INVALID_STATE (the VI is not connected). */
+VIP_RETURN VipExtAtomicNow(VIP_VI_HANDLE ViHandle, VIP_ULONG Op, VIP_MEM_HANDLE RemoteHandle,
+                           VIP_UINT64 RemoteAddress, VIP_UINT64 Operand, VIP_UINT64 Swap, VIP_UINT64 *Old);
+
 /* Memory the NIC allocates (softvia): Length bytes (rounded up to pages), zeroed and
  * page-aligned, in a memfd the NIC keeps, which the NIC of a peer on this host (same
  * kernel, same user) can map too. Registered and opened to atomics like any memory, it

@@ -225,6 +225,25 @@ VIPL_API VIP_RETURN VipPostSend(VIP_VI_HANDLE h, VIP_DESCRIPTOR* d, VIP_MEM_HAND
     return post(vi, vi->sq, NICFW_SENDQ, d, memh);
 }
 
+VIPL_API VIP_RETURN VipExtAtomicNow(VIP_VI_HANDLE h, VIP_ULONG op, VIP_MEM_HANDLE rmemh, VIP_UINT64 raddr,
+                                    VIP_UINT64 operand, VIP_UINT64 swap, VIP_UINT64* old) {
+    ViObj* vi = vi_of(h);
+    if (!vi || !old || raddr % 8 ||
+        (op != VIP_EXT_CONTROL_ATOMIC_FETCH_ADD && op != VIP_EXT_CONTROL_ATOMIC_CMP_SWAP))
+        return VIP_INVALID_PARAMETER;
+    if (vi->dev->state.load(std::memory_order_acquire) != VIP_STATE_CONNECTED) return VIP_INVALID_STATE;
+    nicfw::OffloadRequest req;
+    req.op = NICFW_DC_OFFLOAD_OP(op);
+    req.raddr = raddr;
+    req.rmemh = rmemh;
+    req.arg[0] = operand;
+    req.arg[1] = swap;
+    uint64_t answer[2];
+    if (!vi->nic->eng->offload_now(vi->dev, req, answer)) return VIP_NOT_DONE;
+    *old = answer[0];
+    return VIP_SUCCESS;
+}
+
 VIPL_API VIP_RETURN VipPostRecv(VIP_VI_HANDLE h, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
     ViObj* vi = vi_of(h);
     if (!vi || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))

@@ -156,6 +156,13 @@ public:
     // runs its own thread: ring and post_progress then. Errors the step raised wait for
     // deliver_pending_errors, which the caller makes once it holds no lock.
     bool ring_direct(const nicfw_doorbell& db);
+    // An offload request served at once in the caller's thread, without a descriptor
+    // (vipl's VipExtAtomicNow): only through the offload's same-host shortcut, and only
+    // when everything vi's send queue was given has completed, so it is ordered after all
+    // of it as a posted descriptor would be. True if served (answer holds the result);
+    // false: nothing was done, post the request as a descriptor. Waits for the engine
+    // lock (a step in another thread is short).
+    bool offload_now(Vi* vi, const OffloadRequest& req, uint64_t answer[2]);
     void deliver_pending_errors() {
         if (errors_pending_.load(std::memory_order_relaxed)) deliver_errors();
     }

@@ -22,6 +22,7 @@
 
 #include "../transport/fault/fault_transport.h"
 #include "nicfw/device.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -326,7 +327,7 @@ void Engine::ring_full(const nicfw_doorbell& db) {
     } while (!try_ring(db));
 }
 
-bool Engine::service_doorbells() {
+NICFW_HOT bool Engine::service_doorbells() {
     uint64_t head = db_head_.load(std::memory_order_relaxed);
     // Acquire pairs with ring()'s release of db_tail_.
     uint64_t tail = db_tail_.load(std::memory_order_acquire);
@@ -337,7 +338,7 @@ bool Engine::service_doorbells() {
     return true;
 }
 
-void Engine::take_doorbell(const nicfw_doorbell& db) {
+NICFW_HOT void Engine::take_doorbell(const nicfw_doorbell& db) {
     Vi* vi = vi_by_index(db.vi_index);
     if (vi == nullptr) return;  // VI destroyed after posting: the driver refuses that
     WorkItem w{reinterpret_cast<nicfw_desc*>(db.desc), db.memh};
@@ -360,7 +361,7 @@ void Engine::take_doorbell(const nicfw_doorbell& db) {
     }
 }
 
-bool Engine::ring_direct(const nicfw_doorbell& db) {
+NICFW_HOT bool Engine::ring_direct(const nicfw_doorbell& db) {
     if (cfg_.progress == Progress::kThread || !lock_.try_lock()) return false;
     service_doorbells();  // those rung before it first
     take_doorbell(db);
@@ -387,7 +388,7 @@ inline bool slow_clock_due(uint64_t* last_tsc) {
 }
 }  // namespace
 
-bool Engine::step_locked() {
+NICFW_HOT bool Engine::step_locked() {
     bool did = service_doorbells();
     if (!backlog_.empty()) did |= flush_backlog();
     if (!tx_active_.empty()) did |= transmit();
@@ -425,7 +426,7 @@ bool Engine::step_locked() {
 
 // The step after a send was posted: a whole one, unless the wire's receive poll is a
 // system call or frames wait for a batch (post_progress says why).
-void Engine::post_step_locked() {
+NICFW_HOT void Engine::post_step_locked() {
     if (cfg_.tx_batch == 0 && !post_sends_only_) {
         step_locked();
         return;

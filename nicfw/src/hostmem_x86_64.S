@@ -15,7 +15,8 @@
  * _CET_ENDBR, no .note.gnu.property), which keeps the whole library without shadow stacks.
  */
     .intel_syntax noprefix
-    .section .text.nicfw_hostmem, "ax", @progbits
+    // .text.hot.*: laid out with the per-message code (nicfw/hot_path.h)
+    .section .text.hot.nicfw_hostmem, "ax", @progbits
 
     .globl nicfw_hostmem_begin
     .hidden nicfw_hostmem_begin

@@ -20,6 +20,7 @@
 
 #include "nicfw/engine.h"
 #include "datapath.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -35,7 +36,7 @@ namespace softvia::nicfw {
 // the 5 s retry timeout after 6 ms (multihost am_getput4 under ASan, 1 run in 35).
 constexpr uint64_t kTscPairMaxTicks = 100000;  // ~40 us at 2.4 GHz; a pair takes 84 ticks here
 
-uint64_t Engine::rtx_clock() {
+NICFW_HOT uint64_t Engine::rtx_clock() {
 #if defined(__x86_64__)
     if (tsc_calibrated_) {
         uint64_t ticks = __rdtsc() - tsc0_;
@@ -106,7 +107,7 @@ void Engine::rtt_sample(Vi& vi, uint64_t rtt) {
 }
 
 // Starts (or restarts) both timers of vi: requests are in flight and answers came.
-void Engine::arm_rtx(Vi& vi, uint64_t now) {
+NICFW_HOT void Engine::arm_rtx(Vi& vi, uint64_t now) {
     vi.rto_ns = base_rto(vi);
     vi.rto_at = now + vi.rto_ns;
     vi.give_up_at = now + vi.retry_ns;
@@ -160,7 +161,7 @@ void Engine::give_up(Vi& vi) {
     flush_vi(vi, NICFW_VI_ERROR, true, NICFW_AE_CONN_LOST);
 }
 
-bool Engine::rtx_timers() {
+NICFW_HOT bool Engine::rtx_timers() {
     bool did = false;
     const uint64_t now = rtx_clock();  // the timers' own clock (their deadlines come from it)
     for (size_t i = 0; i < rtx_timed_.size();) {
@@ -230,7 +231,7 @@ bool Engine::hold_ack(const Vi& vi, uint64_t now) {
 
 // One ACK per VI per step covers every request placed since the last one (acks_owed),
 // so a burst of receives costs one frame back.
-bool Engine::flush_acks(bool now) {
+NICFW_HOT bool Engine::flush_acks(bool now) {
     bool did = false;
     uint64_t clock = 0;  // read once, at the first VI that could hold
     for (size_t i = 0; i < ack_owed_.size();) {
@@ -290,7 +291,7 @@ void Engine::on_ack(const RxFrame& f, const nicfw_frame_hdr& h) {
 }
 
 // An acknowledgement, in an ACK frame or carried by a data frame (NICFW_FF_ACKED).
-void Engine::apply_ack(Vi& vi, uint32_t seq, bool gap) {
+NICFW_HOT void Engine::apply_ack(Vi& vi, uint32_t seq, bool gap) {
     // Cumulative: seq is the next message the target expects, so everything before it
     // has been placed (a lost ACK is covered by the next one).
     // The FIFO is in sequence order: the walk stops at the first request the ACK does not

@@ -8,6 +8,7 @@
 
 #include "nicfw/engine.h"
 #include "datapath.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -226,7 +227,7 @@ HOT_INLINE void Engine::finish_send(Vi& vi) {
 }
 
 // Completes the finished descriptors at the head of the VI's pending FIFO.
-void Engine::retire(Vi& vi) {
+NICFW_HOT void Engine::retire(Vi& vi) {
     while (!vi.pending.empty() && vi.pending.front().done) {
         TxEntry& e = vi.pending.front();
         complete(vi, false, WorkItem{e.desc, e.memh}, e.status | e.op, (e.status & NICFW_DS_ERROR_MASK) ? 0 : e.len);
@@ -494,7 +495,7 @@ HOT_INLINE void Engine::transmit_vi(Vi& vi, bool* blocked) {
     }
 }
 
-bool Engine::transmit() {
+NICFW_HOT bool Engine::transmit() {
     bool did = false;
     for (size_t i = 0; i < tx_active_.size();) {
         Vi* vi = tx_active_[i];

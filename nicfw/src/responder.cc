@@ -11,6 +11,7 @@
 
 #include "nicfw/engine.h"
 #include "datapath.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -40,7 +41,7 @@ const Engine::FrameOp Engine::kFrameOps[NICFW_F_CORE_MAX + 1] = {
 };
 #undef NICFW_OP
 
-void Engine::handle_frame(const RxFrame& f) {
+NICFW_HOT void Engine::handle_frame(const RxFrame& f) {
     bump(status_->nic.rx_frames);
     bump(status_->nic.rx_bytes, f.len);
     if (f.len < kHdrLen) {

@@ -1,5 +1,6 @@
 // cq.cc -- completion queues.
 #include "internal.h"
+#include "nicfw/hot_path.h"
 
 using namespace softvia;
 using namespace softvia::vipl;
@@ -63,7 +64,7 @@ VIP_RETURN take(CqObj* cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv, VIP_PVOID* ctx 
 }
 }  // namespace
 
-VIPL_API VIP_RETURN VipCQDone(VIP_CQ_HANDLE h, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
+VIPL_API NICFW_HOT VIP_RETURN VipCQDone(VIP_CQ_HANDLE h, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
     CqObj* cq = cq_of(h);
     if (!cq || !vi || !recv) return VIP_INVALID_PARAMETER;
     if (take(cq, vi, recv) == VIP_SUCCESS) return VIP_SUCCESS;

@@ -16,6 +16,7 @@
 #include "internal.h"
 #include "nicfw/device.h"
 #include "nicfw/faults.h"
+#include "nicfw/hot_path.h"
 
 using namespace softvia;
 using namespace softvia::vipl;
@@ -432,7 +433,7 @@ VIPL_API VIP_RETURN VipExtQueryWireLossy(VIP_NIC_HANDLE h, VIP_BOOLEAN* lossy) {
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipExtProgress(VIP_NIC_HANDLE h) {
+VIPL_API NICFW_HOT VIP_RETURN VipExtProgress(VIP_NIC_HANDLE h) {
     NicObj* nic = nic_of(h);
     if (!nic) return VIP_INVALID_PARAMETER;
     return nic->eng->progress() ? VIP_SUCCESS : VIP_NOT_DONE;

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "internal.h"
+#include "nicfw/hot_path.h"
 
 using namespace softvia;
 using namespace softvia::vipl;
@@ -30,7 +31,7 @@ VIP_RETURN check_attrs(NicObj* nic, const VIP_VI_ATTRIBUTES* a, nicfw::ViAttrs* 
 
 // Appends d to the driver queue and rings the doorbell, under the queue lock so the
 // doorbells of one queue reach the NIC in the order of the driver queue.
-VIP_RETURN post(ViObj* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+NICFW_HOT VIP_RETURN post(ViObj* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
     // The NIC writes status into the descriptor, so it must lie in registered memory
     // under memh; anything wrong beyond that comes back as descriptor status.
     if (!vi->nic->eng->desc_in_registered_memory(memh, d, sizeof(VIP_CONTROL_SEGMENT)))
@@ -59,7 +60,7 @@ VIP_RETURN post(ViObj* vi, DriverQueue& q, uint16_t kind, VIP_DESCRIPTOR* d, VIP
 }
 
 // q's head was taken (under its lock): the next one, if any, is the front now.
-void pop_front(DriverQueue& q) {
+NICFW_HOT void pop_front(DriverQueue& q) {
     q.head++;
     q.front.store(q.head == q.tail ? nullptr : q.ring[q.head & q.mask], std::memory_order_release);
 }
@@ -69,7 +70,7 @@ void pop_front(DriverQueue& q) {
 // when another thread takes from this queue at the same time; a stale one was the head an
 // instant ago, so "not done" is still an answer that call could have had. Anything else
 // (done, unreadable, a lost completion) goes the locked way.
-bool surely_not_done(const DriverQueue& q) {
+NICFW_HOT bool surely_not_done(const DriverQueue& q) {
     VIP_DESCRIPTOR* f = q.front.load(std::memory_order_acquire);
     if (f == nullptr) return true;  // empty
     uint32_t status;
@@ -78,7 +79,7 @@ bool surely_not_done(const DriverQueue& q) {
 }
 
 // Takes the head of q if the NIC has marked it done.
-VIP_RETURN take_done(DriverQueue& q, VIP_DESCRIPTOR** out) {
+NICFW_HOT VIP_RETURN take_done(DriverQueue& q, VIP_DESCRIPTOR** out) {
     if (surely_not_done(q)) return VIP_NOT_DONE;
     std::lock_guard<SpinLock> g(q.lock);
     if (q.head == q.tail) return VIP_NOT_DONE;
@@ -109,7 +110,7 @@ VIP_RETURN take_done(DriverQueue& q, VIP_DESCRIPTOR** out) {
     return VIP_SUCCESS;
 }
 
-VIP_RETURN done(ViObj* vi, DriverQueue& q, VIP_DESCRIPTOR** out) {
+NICFW_HOT VIP_RETURN done(ViObj* vi, DriverQueue& q, VIP_DESCRIPTOR** out) {
     VIP_RETURN r = take_done(q, out);
     if (r != VIP_NOT_DONE) return r;
     if (!vi->nic->eng->progress()) return VIP_NOT_DONE;
@@ -216,7 +217,7 @@ VIPL_API VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE h, VIP_VI_ATTRIBUTES* attrs
 }
 
 // ---------------------------------------------------------------- data path
-VIPL_API VIP_RETURN VipPostSend(VIP_VI_HANDLE h, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+VIPL_API NICFW_HOT VIP_RETURN VipPostSend(VIP_VI_HANDLE h, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
     ViObj* vi = vi_of(h);
     if (!vi || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
         return VIP_INVALID_PARAMETER;
@@ -244,20 +245,20 @@ VIPL_API VIP_RETURN VipExtAtomicNow(VIP_VI_HANDLE h, VIP_ULONG op, VIP_MEM_HANDL
     return VIP_SUCCESS;
 }
 
-VIPL_API VIP_RETURN VipPostRecv(VIP_VI_HANDLE h, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
+VIPL_API NICFW_HOT VIP_RETURN VipPostRecv(VIP_VI_HANDLE h, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE memh) {
     ViObj* vi = vi_of(h);
     if (!vi || !d || (reinterpret_cast<uintptr_t>(d) & (VIP_DESCRIPTOR_ALIGNMENT - 1)))
         return VIP_INVALID_PARAMETER;
     return post(vi, vi->rq, NICFW_RECVQ, d, memh);
 }
 
-VIPL_API VIP_RETURN VipSendDone(VIP_VI_HANDLE h, VIP_DESCRIPTOR** out) {
+VIPL_API NICFW_HOT VIP_RETURN VipSendDone(VIP_VI_HANDLE h, VIP_DESCRIPTOR** out) {
     ViObj* vi = vi_of(h);
     if (!vi || !out) return VIP_INVALID_PARAMETER;
     return done(vi, vi->sq, out);
 }
 
-VIPL_API VIP_RETURN VipRecvDone(VIP_VI_HANDLE h, VIP_DESCRIPTOR** out) {
+VIPL_API NICFW_HOT VIP_RETURN VipRecvDone(VIP_VI_HANDLE h, VIP_DESCRIPTOR** out) {
     ViObj* vi = vi_of(h);
     if (!vi || !out) return VIP_INVALID_PARAMETER;
     return done(vi, vi->rq, out);

@@ -39,6 +39,7 @@
 #include "nicfw/spinlock.h"
 #include "nicfw/transport.h"
 #include "nicfw/vi.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -358,7 +359,7 @@ private:
     bool flush_acks(bool now = false);
     bool hold_ack(const Vi& vi, uint64_t now);
     // An ACK goes to vi's peer at the end of this step (one frame for a burst).
-    void owe_ack(Vi& vi) {
+    NICFW_HOT void owe_ack(Vi& vi) {
         if (vi.rel_proto) {
             if (rx_clock_ == 0) rx_clock_ = rtx_clock();  // one read per burst, not per message
             const uint64_t now = rx_clock_;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -95,10 +96,10 @@ public:
     virtual void tx_commit(int peer, uint32_t len) = 0;
     // Hands committed frames to the wire. Called once at the end of every engine step;
     // a wire that batches (one system call for many frames) sends here, others need not.
-    virtual void tx_flush() {}
+    NICFW_HOT virtual void tx_flush() {}
     // Committed frames that tx_flush has not handed to the wire yet (0 for a wire whose
     // commit is the send, shm).
-    virtual uint32_t tx_queued() const { return 0; }
+    NICFW_HOT virtual uint32_t tx_queued() const { return 0; }
     // Whether looking for received frames is a system call (udp's recvmmsg), not a read
     // of shared memory (shm's lanes, dpdk's rings). Inline progress then does not look in
     // the step of a post (Engine::post_progress): a stream would pay an idle poll per

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -34,7 +35,7 @@ std::vector<uint8_t> LocalShortcut::wrap(int via, const std::vector<uint8_t>& a)
     return out;
 }
 
-int LocalShortcut::adopt(int via, int idx) {
+NICFW_HOT int LocalShortcut::adopt(int via, int idx) {
     auto& map = to_ours_[via];
     if (static_cast<size_t>(idx) >= map.size()) map.resize(idx + 1, -1);
     if (map[idx] < 0) {
@@ -95,7 +96,7 @@ bool LocalShortcut::names_peer(int peer, const uint8_t* addr, size_t len) const 
     return plen != 0 && child_[p.via]->names_peer(p.idx, part, plen);
 }
 
-int LocalShortcut::rx_burst(RxFrame* out, int max) {
+NICFW_HOT int LocalShortcut::rx_burst(RxFrame* out, int max) {
     // shm first: it is the cheaper poll and its frames are waiting in memory.
     int n = 0;
     for (int via : {kShm, kWire}) {
@@ -108,7 +109,7 @@ int LocalShortcut::rx_burst(RxFrame* out, int max) {
     return n;
 }
 
-void LocalShortcut::rx_release() {
+NICFW_HOT void LocalShortcut::rx_release() {
     for (int via : {kShm, kWire})
         if (rx_taken_[via]) {
             child_[via]->rx_release();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nicfw/transport.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -34,7 +35,7 @@ public:
         return addr_.data();
     }
     // One frame size for both paths: the engine has one MTU per NIC.
-    uint32_t max_frame() const override { return max_frame_; }
+    NICFW_HOT uint32_t max_frame() const override { return max_frame_; }
     // The retransmission protocol is chosen per VI before it knows its peer, so the
     // NIC is as lossy as its wire (same-host VIs then pay for ACKs they do not need).
     bool lossy() const override { return child_[kWire]->lossy(); }
@@ -64,19 +65,19 @@ public:
         if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || peers_[peer].via < 0) return;
         child_[peers_[peer].via]->release_peer(peers_[peer].idx);
     }
-    uint8_t* tx_reserve(int peer, uint32_t len) override {
+    NICFW_HOT uint8_t* tx_reserve(int peer, uint32_t len) override {
         const Peer& p = peers_[peer];
         return child_[p.via]->tx_reserve(p.idx, len);
     }
-    void tx_commit(int peer, uint32_t len) override {
+    NICFW_HOT void tx_commit(int peer, uint32_t len) override {
         const Peer& p = peers_[peer];
         child_[p.via]->tx_commit(p.idx, len);
     }
-    void tx_flush() override {
+    NICFW_HOT void tx_flush() override {
         child_[kWire]->tx_flush();
         child_[kShm]->tx_flush();
     }
-    uint32_t tx_queued() const override { return child_[kWire]->tx_queued() + child_[kShm]->tx_queued(); }
+    NICFW_HOT uint32_t tx_queued() const override { return child_[kWire]->tx_queued() + child_[kShm]->tx_queued(); }
     bool rx_poll_syscall() const override { return child_[kWire]->rx_poll_syscall() || child_[kShm]->rx_poll_syscall(); }
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override;

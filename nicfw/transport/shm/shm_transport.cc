@@ -16,12 +16,13 @@
 #include "nicfw/memfd.h"
 #include "shm_layout.h"
 #include "shm_tx.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
 using namespace shm;
 
-uint32_t ShmTransport::max_frame() const { return kSlotBytes - kSlotHdr; }
+NICFW_HOT uint32_t ShmTransport::max_frame() const { return kSlotBytes - kSlotHdr; }
 
 int ShmTransport::create(std::unique_ptr<ShmTransport>* out, uint32_t max_peers) {
     if (max_peers == 0 || max_peers > kMaxPeers) return -EINVAL;
@@ -218,10 +219,10 @@ void ShmTransport::attach(int id, uint32_t lane_fd, uint32_t serial) {
     }
 }
 
-uint8_t* ShmTransport::tx_reserve(int peer, uint32_t len) { return reserve_slot(peer, len); }
-void ShmTransport::tx_commit(int peer, uint32_t len) { commit_slot(peer, len); }
+NICFW_HOT uint8_t* ShmTransport::tx_reserve(int peer, uint32_t len) { return reserve_slot(peer, len); }
+NICFW_HOT void ShmTransport::tx_commit(int peer, uint32_t len) { commit_slot(peer, len); }
 
-int ShmTransport::rx_burst(RxFrame* out, int max) {
+NICFW_HOT int ShmTransport::rx_burst(RxFrame* out, int max) {
     if (seg_->mbox_posted.load(std::memory_order_relaxed) != mbox_seen_) process_mailbox();
     const uint32_t np = static_cast<uint32_t>(rx_active_.size());
     if (np == 0) return 0;
@@ -255,7 +256,7 @@ int ShmTransport::rx_burst(RxFrame* out, int max) {
     return n;
 }
 
-void ShmTransport::rx_release() {
+NICFW_HOT void ShmTransport::rx_release() {
     for (int id : rx_active_) {
         Peer& p = peers_[id];
         if (p.taken == 0) continue;

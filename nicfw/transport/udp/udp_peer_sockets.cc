@@ -37,6 +37,7 @@
 #include <cstring>
 
 #include "udp_transport.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -146,7 +147,7 @@ void UdpTransport::forget_send_socket(int id) {
         a = a->second == id ? by_send_socket_.erase(a) : std::next(a);
 }
 
-int UdpTransport::peer_by_send_socket(const uint8_t* d, const sockaddr_in& from) {
+NICFW_HOT int UdpTransport::peer_by_send_socket(const uint8_t* d, const sockaddr_in& from) {
     const uint32_t src_nonce = get32(d + kPSrcNonce);
     auto it = by_send_socket_.find(endpoint_key(from.sin_addr.s_addr, from.sin_port));
     if (it != by_send_socket_.end()) {

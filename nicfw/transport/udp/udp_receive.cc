@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "udp_transport.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -92,7 +93,7 @@ void UdpTransport::on_recv_cqe(const io_uring_cqe& c) {
 }
 
 // Checks a datagram and queues its frame; false if it carries none (the buffer is free).
-bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid) {
+NICFW_HOT bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid) {
     // [5..7]: zero, but for the flag and port of a frame from a peer's send socket and the
     // port of a send socket's control datagrams.
     const uint8_t type = len >= kPreamble ? d[kPType] : 0;
@@ -158,7 +159,7 @@ bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const sockaddr_
 
 // rx=syscall: one recvmmsg per burst, into the first kSyscallBurst buffers (the engine
 // releases a burst before it asks for the next).
-void UdpTransport::recv_syscall() {
+NICFW_HOT void UdpTransport::recv_syscall() {
     if (pend_count_ || !taken_.empty()) return;
     int n = recvmmsg(fd_, mm_.data(), kSyscallBurst, MSG_DONTWAIT, nullptr);
     if (n < 0) {
@@ -168,7 +169,7 @@ void UdpTransport::recv_syscall() {
     for (int i = 0; i < n; i++) take_read(static_cast<uint32_t>(i), mm_[i].msg_len);
 }
 
-int UdpTransport::rx_burst(RxFrame* out, int max) {
+NICFW_HOT int UdpTransport::rx_burst(RxFrame* out, int max) {
     // What this step committed so far leaves before we spend time on receiving (a reply
     // must not wait behind a recvmmsg); the step's pacing count runs on to tx_flush.
     submit();
@@ -195,7 +196,7 @@ int UdpTransport::rx_burst(RxFrame* out, int max) {
     return n;
 }
 
-void UdpTransport::rx_release() {
+NICFW_HOT void UdpTransport::rx_release() {
     for (int bid : taken_)
         if (bid >= 0) recycle(bid);
     taken_.clear();

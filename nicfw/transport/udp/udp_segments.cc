@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "udp_transport.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -56,7 +57,7 @@ void UdpTransport::setup_segments(const UdpOptions& opt) {
     gro_ = true;
 }
 
-size_t UdpTransport::train_length(size_t first) const {
+NICFW_HOT size_t UdpTransport::train_length(size_t first) const {
     if (!gso_ || first >= tx_queue_.size()) return 1;
     const TxSlot& a = tx_slots_[tx_queue_[first]];
     size_t seg = a.iov.iov_len, bytes = seg, n = 1;
@@ -117,7 +118,7 @@ void UdpTransport::train_done(int t, int res) {
 
 // What recvmmsg put in entry i: a datagram, or (gro_) a train of datagrams of the length
 // its UDP_GRO control message gives, the last one possibly shorter.
-void UdpTransport::take_read(uint32_t i, uint32_t len) {
+NICFW_HOT void UdpTransport::take_read(uint32_t i, uint32_t len) {
     msghdr& h = mm_[i].msg_hdr;
     h.msg_namelen = sizeof(sockaddr_in);  // the kernel wrote it; mm_from_[i] holds the name
     uint32_t seg = len;

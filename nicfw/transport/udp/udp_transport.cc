@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -337,7 +338,7 @@ io_uring_sqe* UdpTransport::next_sqe() {
     return sqe;
 }
 
-uint8_t* UdpTransport::tx_reserve(int peer, uint32_t len) {
+NICFW_HOT uint8_t* UdpTransport::tx_reserve(int peer, uint32_t len) {
     if (peers_[peer].dead || len > max_frame() || len == 0) return nullptr;
     // No more than a receiver takes in one step (the engine's burst): a faster sender
     // would overflow the peer's socket buffer, and UDP drops what does not fit.
@@ -366,7 +367,7 @@ void UdpTransport::write_preamble(TxSlot& s, const sockaddr_in& to, uint32_t dst
     s.resent = false;
 }
 
-void UdpTransport::queue_datagram(int slot, Peer& p, int peer, uint8_t type, uint32_t len) {
+NICFW_HOT void UdpTransport::queue_datagram(int slot, Peer& p, int peer, uint8_t type, uint32_t len) {
     TxSlot& s = tx_slots_[slot];
     write_preamble(s, p.sa, p.nonce, type, len);
     s.peer = peer;
@@ -385,7 +386,7 @@ void UdpTransport::queue_datagram(int slot, Peer& p, int peer, uint8_t type, uin
     queue_send(slot);
 }
 
-void UdpTransport::tx_commit(int peer, uint32_t len) {
+NICFW_HOT void UdpTransport::tx_commit(int peer, uint32_t len) {
     int slot = tx_cur_;
     tx_cur_ = -1;
     queue_datagram(slot, peers_[peer], peer, kTypeFrame, len);
@@ -397,7 +398,7 @@ void UdpTransport::queue_send(int slot) { tx_queue_.push_back(slot); }
 // Hands the queued datagrams to the kernel: one alone, or one train (udp_segments.cc), by
 // sendmsg (tx=auto); more as sendmsg requests in one io_uring_enter, with whatever else
 // waits in the ring, runs of datagrams for one peer as trains.
-void UdpTransport::submit() {
+NICFW_HOT void UdpTransport::submit() {
     if (tx_queue_.empty() && unsubmitted_ == 0) return;
     if (tx_direct_ && unsubmitted_ == 0 && train_length(0) == tx_queue_.size()) {
         // MSG_DONTWAIT: a full socket fails the send (a lost frame) instead of parking it.
@@ -439,7 +440,7 @@ void UdpTransport::submit() {
     if (!dropped_fds_.empty()) close_dropped_sockets();
 }
 
-void UdpTransport::send_done(int slot, int res) {
+NICFW_HOT void UdpTransport::send_done(int slot, int res) {
     TxSlot& s = tx_slots_[slot];
     if (res < 0 && s.fd != fd_ && res != -EAGAIN && res != -ENOBUFS) {
         // The peer's send socket failed (its port closed: ECONNREFUSED): that peer's frames
@@ -469,14 +470,14 @@ void UdpTransport::send_done(int slot, int res) {
     tx_free_.push_back(slot);
 }
 
-void UdpTransport::tx_flush() {
+NICFW_HOT void UdpTransport::tx_flush() {
     submit();
     step_frames_ = 0;
 }
 
 // Completions, read from the shared ring without a system call (liburing only enters
 // the kernel to flush an overflowed completion queue).
-void UdpTransport::reap() {
+NICFW_HOT void UdpTransport::reap() {
     io_uring_cqe* cqes[64];
     for (;;) {
         unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);

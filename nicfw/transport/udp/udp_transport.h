@@ -69,6 +69,7 @@
 #include "nicfw/device.h"
 #include "nicfw/clock.h"
 #include "nicfw/transport.h"
+#include "nicfw/hot_path.h"
 
 namespace softvia::nicfw {
 
@@ -127,7 +128,7 @@ public:
         *len = kAddrLen;
         return addr_;
     }
-    uint32_t max_frame() const override { return mtu_ - kPreamble; }
+    NICFW_HOT uint32_t max_frame() const override { return mtu_ - kPreamble; }
     bool lossy() const override { return true; }
     int resolve(const uint8_t* addr, size_t len) override;
     const std::vector<uint8_t>& peer_addr(int peer) const override { return peers_[peer].addr; }
@@ -142,7 +143,7 @@ public:
     uint8_t* tx_reserve(int peer, uint32_t len) override;
     void tx_commit(int peer, uint32_t len) override;
     void tx_flush() override;
-    uint32_t tx_queued() const override { return static_cast<uint32_t>(tx_queue_.size()); }
+    NICFW_HOT uint32_t tx_queued() const override { return static_cast<uint32_t>(tx_queue_.size()); }
     bool rx_poll_syscall() const override { return rx_syscall_; }  // rx=multishot reads the ring
     int rx_burst(RxFrame* out, int max) override;
     void rx_release() override;

@@ -379,8 +379,21 @@ static void fadd_posted(struct ctx *c, const struct remote *r, uint64_t *res, in
         DIE("fetch-add %d: status 0x%x", i, x->CS.Status);
 }
 
-/* now: each fetch-add first tries VipExtAtomicNow and posts a descriptor only when that
- * says VIP_NOT_DONE (as a program would use it; the first one always posts). */
+/* One fetch-add: with now, VipExtAtomicNow first and a descriptor only when it says
+ * VIP_NOT_DONE (as a program would use it; the first one always posts), counted in
+ * *posted_instead. */
+static void fadd_one(struct ctx *c, const struct remote *r, uint64_t *res, int i, int now, long *posted_instead) {
+    VIP_RETURN rc = VIP_NOT_DONE;
+    if (now) rc = VipExtAtomicNow(c->vi, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, r->memh, r->addr, 1, 0, res);
+    if (rc == VIP_NOT_DONE) {
+        fadd_posted(c, r, res, i);
+        *posted_instead += now;
+    } else if (rc != VIP_SUCCESS) {
+        DIE("VipExtAtomicNow %d: %s", i, VipExtReturnString(rc));
+    }
+}
+
+/* now: every fetch-add through fadd_one's VipExtAtomicNow first. */
 static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote *r, FILE *csv, const char *label,
                          const char *test, int now) {
     sv_boot_barrier(30000);
@@ -398,14 +411,7 @@ static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote
     uint64_t prev = __rdtsc();
     long posted_instead = 0;
     for (int i = -warm; i < iters; i++) {
-        VIP_RETURN rc = VIP_NOT_DONE;
-        if (now) rc = VipExtAtomicNow(c->vi, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, r->memh, r->addr, 1, 0, res);
-        if (rc == VIP_NOT_DONE) {
-            fadd_posted(c, r, res, i);
-            posted_instead += now;
-        } else if (rc != VIP_SUCCESS) {
-            DIE("VipExtAtomicNow %d: %s", i, VipExtReturnString(rc));
-        }
+        fadd_one(c, r, res, i, now, &posted_instead);
         if (i == -warm) expect = *res;  /* the word may have been used before */
         if (*res != expect) DIE("fetch-add %d: old %llu, want %llu", i, (unsigned long long)*res, (unsigned long long)expect);
         expect++;
@@ -426,13 +432,7 @@ static void atomic_bench(struct ctx *c, int rank, int iters, const struct remote
     uint64_t t0 = now_ns();
     int posted = 0, done = 0;
     for (; now && done < iters; done++) {
-        VIP_RETURN rc = VipExtAtomicNow(c->vi, VIP_EXT_CONTROL_ATOMIC_FETCH_ADD, r->memh, r->addr, 1, 0, res);
-        if (rc == VIP_NOT_DONE) {
-            fadd_posted(c, r, res, done);
-            posted_instead++;
-        } else if (rc != VIP_SUCCESS) {
-            DIE("VipExtAtomicNow %d: %s", done, VipExtReturnString(rc));
-        }
+        fadd_one(c, r, res, done, now, &posted_instead);
         if (*res != expect++) DIE("fetch-add %d: old %llu, want %llu", done, (unsigned long long)*res,
                                   (unsigned long long)expect - 1);
     }

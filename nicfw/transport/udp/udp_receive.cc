@@ -167,6 +167,7 @@ NICFW_HOT void UdpTransport::recv_syscall() {
         return;
     }
     for (int i = 0; i < n; i++) take_read(static_cast<uint32_t>(i), mm_[i].msg_len);
+    if (gro_) watch_trains(n);
 }
 
 NICFW_HOT int UdpTransport::rx_burst(RxFrame* out, int max) {

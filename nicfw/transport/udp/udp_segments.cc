@@ -7,7 +7,14 @@
 // kernel or route that refuses such a send (-EIO: the device cannot checksum for us,
 // -EINVAL) turns trains off for good and the datagrams go again one by one.
 // In: with UDP_GRO the socket may hand us a train as one buffer, with its datagrams' length
-// in a control message; each datagram in it keeps its own preamble.
+// in a control message; each datagram in it keeps its own preamble. The option is set
+// only once trains arrive (watch_trains): on a veth pair it costs every datagram, trains
+// or not, about 0.15 us of the 8 B one-way latency (10 alternating pairs, 2026-11-29),
+// and a 4 KiB stream reads 22% faster with it. Until then the kernel cuts an arriving
+// train into datagrams, which come in as a run of equal ones. It stays set: the kernel
+// decides whether to cut a train when it queues it, but adds the control message only if
+// the option is set when we read it, so a train queued just before the option went off
+// again would be read as one datagram of unknown segment size, and lost.
 #include <netinet/udp.h>
 #include <sys/mman.h>
 
@@ -32,14 +39,16 @@ void UdpTransport::setup_segments(const UdpOptions& opt) {
     for (uint32_t i = 0; i < kTrains; i++) train_free_.push_back(static_cast<int>(kTrains - 1 - i));
     gso_ = true;
 
-    // Trains in: only into recvmmsg's buffers (the multishot ring's hold one datagram).
-    int on = 1;
-    if (!rx_syscall_ || setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &on, sizeof on) != 0) return;
+    // Trains in: only into recvmmsg's buffers (the multishot ring's hold one datagram),
+    // and only where the kernel takes the option (tried on and off again here; trains
+    // coming in switch it on: watch_trains).
+    int on = 1, off = 0;
+    if (!rx_syscall_ || setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &on, sizeof on) != 0 ||
+        setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &off, sizeof off) != 0)
+        return;
     gro_mem_len_ = static_cast<size_t>(kSyscallBurst) * kTrainBuf;
     void* m = mmap(nullptr, gro_mem_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
-        on = 0;
-        setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &on, sizeof on);
         gro_mem_ = nullptr;
         return;
     }
@@ -114,6 +123,24 @@ void UdpTransport::train_done(int t, int res) {
         }
     }
     train_free_.push_back(t);
+}
+
+// Two datagrams of one length, kGroMinSegment bytes or more and the longest of the read,
+// are trains the kernel cut (each train's datagrams but its last have that length; small
+// frames, ACKs and short messages, are never that long): from now on they come in whole.
+NICFW_HOT void UdpTransport::watch_trains(int n) {
+    if (gro_on_ || n < 2) return;
+    uint32_t top = 0;
+    for (int i = 0; i < n; i++) {
+        const uint32_t len = mm_[i].msg_len;
+        if (len < kGroMinSegment) continue;
+        if (len == top) {
+            int on = 1;
+            if (setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &on, sizeof on) == 0) gro_on_ = true;
+            return;  // (if refused, we try again at the next train)
+        }
+        if (len > top) top = len;
+    }
 }
 
 // What recvmmsg put in entry i: a datagram, or (gro_) a train of datagrams of the length

@@ -15,7 +15,10 @@
 // size to one peer (a message's frames) go as one send with UDP_SEGMENT, which the
 // kernel carries as one packet through its stack and the veth or NIC and cuts into
 // datagrams of the wire's size at the last moment; the receiving socket asks for UDP_GRO
-// and reads such a train as one buffer. gso=off sends and reads every datagram alone.
+// and reads such a train as one buffer, once trains come in: UDP_GRO on a socket costs
+// every datagram about 0.15 us (8 B one-way), so it is set when a read first brings two
+// long datagrams of one length (a train the kernel cut for us), and then stays set
+// (udp_segments.cc says why). gso=off sends and reads every datagram alone.
 //
 // Send sockets (txsock=peer, the default; udp_peer_sockets.cc): frames to a peer that
 // has acknowledged it leave by a socket connected to that peer, which keeps its route
@@ -116,6 +119,7 @@ public:
     static constexpr uint32_t kMaxTrainBytes = 65000;  // and their bytes: one IPv4 packet before it is cut
     static constexpr uint32_t kMaxPeerSockets = 64;   // connected send sockets per NIC (txsock=peer)
     static constexpr uint32_t kMaxAnnounces = 10;     // a send socket's announcements without an answer
+    static constexpr uint32_t kGroMinSegment = 512;   // two equal datagrams this long in a read set UDP_GRO
 
     // Reads the udp options of a device spec (addr, port, mtu, rx, tx, gso, txsock, local=wire); -EINVAL
     // with *why for anything else.
@@ -152,7 +156,8 @@ public:
     const UdpStats& stats() const { return stats_; }
     bool multishot() const { return !rx_syscall_; }
     bool segmenting() const { return gso_; }  // UDP_SEGMENT sends in use (gso=auto, and the kernel takes them)
-    bool coalescing() const { return gro_; }  // UDP_GRO receives in use
+    bool coalescing() const { return gro_; }  // UDP_GRO receives possible (set when trains come)
+    bool coalescing_now() const { return gro_on_; }  // UDP_GRO set on the socket at this moment
     uint16_t port() const;  // host byte order
 
 private:
@@ -251,6 +256,7 @@ private:
     int make_train(size_t first, size_t n);   // a train of them; -1 when none is free
     void train_done(int train, int res);
     void take_read(uint32_t i, uint32_t len);  // recvmmsg entry i: one datagram, or a train of them
+    void watch_trains(int n);  // after a read of n entries: UDP_GRO set when trains come in
     io_uring_sqe* next_sqe();
     // udp_peers.cc: the peer table and liveness.
     int peer_for(const sockaddr_in& sa, uint64_t host_id, uint32_t nonce);
@@ -301,6 +307,7 @@ private:
     uint32_t step_frames_ = 0;  // committed since the last tx_flush
     bool gso_ = false;           // trains out
     bool gro_ = false;           // trains in (rx=syscall only: ring buffers are one datagram long)
+    bool gro_on_ = false;        // with gro_: UDP_GRO set on the socket (watch_trains)
     std::vector<TxTrain> trains_;
     std::vector<int> train_free_;
 

@@ -105,7 +105,7 @@ floor="$build/tools/bench/udp_floor"
 declare -A fl
 if [[ -x $floor ]]; then
   echo "== udp_floor: bare ping-pong, 14 B, per way of sending/receiving (no softvia)"
-  for m in plain mmsg peer mixed ring; do
+  for m in plain mmsg peer conn mixed ring; do
     ip netns exec "$nsb" taskset -c 1 timeout 60 "$floor" "$m" server "$ipb" "$ipa" "$iters" >/dev/null 2>&1 &
     fsrv=$!
     sleep 0.3
@@ -132,5 +132,6 @@ row "floor: io_uring send + multishot recv" "${fl[ring]:-n/a}" "${sp_lat:-n/a}" 
 row "floor: io_uring send + recvmmsg" "${fl[mixed]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[mixed]:-}" "${sp_lat:-}")" "(no softvia)"
 row "floor: sendmsg + recvmmsg" "${fl[mmsg]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[mmsg]:-}" "${sp_lat:-}")" "(no softvia)"
 row "floor: same, connected send socket" "${fl[peer]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[peer]:-}" "${sp_lat:-}")" "(no softvia; txsock=peer's way)"
+row "floor: one socket, connected both ways" "${fl[conn]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[conn]:-}" "${sp_lat:-}")" "(no softvia; what a connected receiving socket saves)"
 row "floor: sendmsg + recv (sockperf's way)" "${fl[plain]:-n/a}" "${sp_lat:-n/a}" "$(ratio "${fl[plain]:-}" "${sp_lat:-}")" "(no softvia)"
 echo "(bandwidths in 10^6 bytes/s; sockperf's throughput is what its sender sent, UDP may drop some)"

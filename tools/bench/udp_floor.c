@@ -15,6 +15,10 @@
  *       peer    sendmsg on a second socket connected to the peer (another port) +
  *               recvmmsg on the bound one: the udp wire's send sockets (txsock=peer);
  *               with mmsg, what a connected socket's kept route saves
+ *       conn    sendmsg + recvmmsg on one socket, bound and connected to the peer: with
+ *               peer, what a connected receiving socket saves (the kernel finds it by
+ *               the datagram's four addresses before routing, "early demux", and keeps
+ *               its input route; the udp wire receives on an unconnected socket)
  * The server binds port 7001, the client 7002; the client prints the median one-way
  * latency (half the round trip) of 14-byte messages, sockperf's smallest.
  */
@@ -30,7 +34,7 @@
 #include <time.h>
 
 enum { NBUF = 64, BUFLEN = 2048, MSGLEN = 14, BURST = 32, GROUP = 1 };
-enum mode { PLAIN, RING, MIXED, MMSG, PEER };
+enum mode { PLAIN, RING, MIXED, MMSG, PEER, CONN };
 
 static uint64_t now_ns(void) {
     struct timespec t;
@@ -73,7 +77,7 @@ static void arm_recv(struct ctx *c) {
 }
 
 static void send_one(struct ctx *c) {
-    if (c->mode == PLAIN || c->mode == MMSG || c->mode == PEER) {
+    if (c->mode == PLAIN || c->mode == MMSG || c->mode == PEER || c->mode == CONN) {
         if (sendmsg(c->tx_fd, &c->tx_msg, MSG_DONTWAIT) < 0) die("sendmsg", errno);
         return;
     }
@@ -114,6 +118,7 @@ static void recv_one(struct ctx *c) {
         case MIXED:
         case MMSG:
         case PEER:
+        case CONN:
             if (c->mode == MIXED) reap(c); /* the sends' completions */
             for (;;) {
                 for (int k = 0; k < BURST; k++) {
@@ -137,7 +142,7 @@ static void recv_one(struct ctx *c) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: udp_floor plain|ring|mixed|mmsg|peer server|client LOCAL_IP PEER_IP [ITERS]\n");
+        fprintf(stderr, "usage: udp_floor plain|ring|mixed|mmsg|peer|conn server|client LOCAL_IP PEER_IP [ITERS]\n");
         return 2;
     }
     struct ctx *c = calloc(1, sizeof *c);
@@ -148,7 +153,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[1], "mixed") == 0) c->mode = MIXED;
     else if (strcmp(argv[1], "mmsg") == 0) c->mode = MMSG;
     else if (strcmp(argv[1], "peer") == 0) c->mode = PEER;
-    else die("mode must be plain, ring, mixed, mmsg or peer", EINVAL);
+    else if (strcmp(argv[1], "conn") == 0) c->mode = CONN;
+    else die("mode must be plain, ring, mixed, mmsg, peer or conn", EINVAL);
     const int server = strcmp(argv[2], "server") == 0;
     const int iters = argc > 5 ? atoi(argv[5]) : 100000;
     if (iters < 1) die("ITERS", EINVAL);
@@ -166,7 +172,11 @@ int main(int argc, char **argv) {
     c->tx_iov = (struct iovec){c->tx_buf, MSGLEN};
     c->tx_msg.msg_name = &peer;
     c->tx_msg.msg_namelen = sizeof peer;
-    if (c->mode == PEER) {
+    if (c->mode == CONN) {
+        if (connect(c->fd, (struct sockaddr *)&peer, sizeof peer) < 0) die("connect", errno);
+        c->tx_msg.msg_name = NULL;
+        c->tx_msg.msg_namelen = 0;
+    } else if (c->mode == PEER) {
         struct sockaddr_in any_port = me;
         any_port.sin_port = 0;
         c->tx_fd = socket(AF_INET, SOCK_DGRAM, 0);

@@ -135,9 +135,14 @@ NICFW_HOT void UdpTransport::watch_trains(int n) {
         const uint32_t len = mm_[i].msg_len;
         if (len < kGroMinSegment) continue;
         if (len == top) {
+            // Refused, though setup_segments saw it taken: no trains in from now on, rather
+            // than a system call per read that brings them.
             int on = 1;
-            if (setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &on, sizeof on) == 0) gro_on_ = true;
-            return;  // (if refused, we try again at the next train)
+            if (setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &on, sizeof on) == 0)
+                gro_on_ = true;
+            else
+                gro_ = false;
+            return;
         }
         if (len > top) top = len;
     }

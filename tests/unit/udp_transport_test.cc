@@ -170,7 +170,7 @@ TEST(UdpTransport, Options) {
         const char* opts;
     } bad[] = {{",port=70000"}, {",port=-1"}, {",port=x"}, {",mtu=100"}, {",mtu=65508"}, {",mtu="},
                {",local=shm"},  {",rx=fast"}, {",tx=direct"}, {",tx="}, {",gso=on"}, {",colour=blue"},
-               {",txsock=own"}};
+               {",txsock=own"}, {",rxsock=own"}};
     for (const Bad& b : bad) {
         std::string why;
         int rc = 0;
@@ -732,10 +732,11 @@ int meet(UdpTransport& a, int pb, UdpTransport& b) {
 // Two NICs that have met, once b has taken a frame from a's send socket (or 2 s passed:
 // the caller checks b's rx_peer_socket).
 struct SendSocketPair {
-    std::unique_ptr<UdpTransport> a = make(), b = make();
-    int pb = resolve(*a, *b);
-    int pa = meet(*a, pb, *b);
-    SendSocketPair() {
+    std::unique_ptr<UdpTransport> a, b;
+    int pb, pa;
+    explicit SendSocketPair(const std::string& b_opts = "") : a(make()), b(make(b_opts)) {
+        pb = resolve(*a, *b);
+        pa = meet(*a, pb, *b);
         if (pa >= 0) exchange_until_send_socket(*a, pb, *b, 2000);
     }
 };
@@ -854,4 +855,68 @@ TEST(UdpTransport, PeerThatForgotTheSendSocketGetsTheSenderBack) {
     ASSERT_FALSE(got.empty()) << "a never reached b again";
     EXPECT_EQ(1u, a->stats().peer_socket_failures);
     EXPECT_EQ(addr(*a), b->peer_addr(got[0].peer));  // a, by its NIC address
+    EXPECT_EQ(1u, b->stats().rx_sockets_opened);
+    EXPECT_EQ(-1, b->rx_socket_peer()) << "the receive socket outlived its peer";
+}
+
+// rxsock=peer: once a announced its send socket, b receives what a sends on a socket
+// connected to it (udp_peer_sockets.cc): all of it, in order; the frames that came before
+// it by the NIC's socket were checked in order by FramesMoveToAPeerSendSocketOnceAnnounced.
+TEST(UdpTransport, ReceiveSocketTakesItsPeersFrames) {
+    SendSocketPair s;
+    auto &a = s.a, &b = s.b;
+    ASSERT_GE(s.pa, 0);
+    ASSERT_GT(b->stats().rx_peer_socket, 0u);
+    ASSERT_EQ(1u, b->stats().rx_sockets_opened);
+    ASSERT_EQ(s.pa, b->rx_socket_peer());
+    const uint64_t reads = b->stats().rx_socket_reads;
+    for (uint32_t i = 0; i < 200; i++) {
+        ASSERT_TRUE(send(*a, s.pb, 48, i));
+        if (i % 8 == 7) a->tx_flush();
+    }
+    a->tx_flush();
+    auto got = receive(*b, 200);
+    ASSERT_EQ(200u, got.size());
+    for (uint32_t i = 0; i < 200; i++) {
+        EXPECT_EQ(s.pa, got[i].peer);
+        EXPECT_TRUE(check(got[i].data.data(), 48, i)) << "frame " << i << " out of order or damaged";
+    }
+    EXPECT_EQ(reads + 200, b->stats().rx_socket_reads) << "frames came by the NIC's socket";
+    // The NIC's port is still its own: a NIC that asks for it is refused.
+    std::string why;
+    int rc = 0;
+    EXPECT_EQ(nullptr, make(",port=" + std::to_string(b->port()), &why, &rc));
+    EXPECT_EQ(-EADDRINUSE, rc) << why;
+}
+
+// A flood at b's NIC port (a stranger's datagrams) does not hold back the frames of the
+// peer with the receive socket: b reads at most half a burst from the NIC socket while it
+// has one. With rxsock=shared they wait behind the whole flood.
+TEST(UdpTransport, FloodAtTheNicPortDoesNotStarveTheReceiveSocket) {
+    for (const char* opts : {"", ",rxsock=shared"}) {
+        SendSocketPair s(opts);
+        auto &a = s.a, &b = s.b;
+        ASSERT_GE(s.pa, 0) << opts;
+        ASSERT_GT(b->stats().rx_peer_socket, 0u) << opts;
+        RawSocket raw;
+        auto junk = preamble(*b, 0x5A5A);  // our nonce, an unknown sender: a stranger
+        junk.resize(junk.size() + 16, 0);
+        for (int i = 0; i < 500; i++) raw.send_to(*b, junk);
+        for (uint32_t i = 0; i < 20; i++) ASSERT_TRUE(send(*a, s.pb, 32, i));
+        a->tx_flush();
+        size_t got = 0;
+        for (int burst = 0; burst < 2; burst++) {
+            RxFrame f[32];
+            int n = b->rx_burst(f, 32);
+            for (int i = 0; i < n; i++) got += f[i].peer == s.pa;
+            if (n) b->rx_release();
+        }
+        if (*opts == 0) {
+            EXPECT_EQ(20u, got) << "the receive socket's peer waited behind the flood";
+            EXPECT_LT(b->stats().rx_strangers, 100u);  // most of the flood is still queued
+        } else {
+            EXPECT_EQ(0u, got) << "with one shared socket the flood comes first";
+            EXPECT_EQ(0u, b->stats().rx_sockets_opened);
+        }
+    }
 }

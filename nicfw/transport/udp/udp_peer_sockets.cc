@@ -30,6 +30,32 @@
 // ICMP answers are counted (liveness, udp_transport.h). A send socket hears of a closed
 // port as a failed send (ECONNREFUSED): it is given up, and that frame and the next go by
 // the NIC's socket. At most kMaxPeerSockets per NIC.
+//
+// The receive socket (rxsock=peer, the default, with rx=syscall): the kernel finds a
+// connected UDP socket by the datagram's four addresses before it routes the datagram
+// ("early demux") and reuses the route it keeps; a datagram for an unconnected socket is
+// routed on arrival. On a veth pair between namespaces that is 0.12-0.19 us of a 5 us
+// one-way trip (tools/bench/udp_floor, mode conn against peer; docs/transports.md). So
+// when a peer announces its send socket, a socket bound to the NIC's own address and port
+// (SO_REUSEPORT, set on the NIC's socket then) and connected to that send socket takes
+// everything it sends; the kernel gives a connected member of a reuseport group all of its
+// four-tuple's datagrams, and the NIC's socket the rest. The frames are checked as before
+// (preamble, nonce, the announced port).
+// - One per NIC: each socket polled is a system call per step, so the first peer to
+//   announce gets it (the two-party case: a ping-pong, a client and its server). The
+//   others' frames arrive at the NIC's socket as before.
+// - Polling: the receive socket every step; the NIC's socket first, on every 16th step
+//   (kNicSocketEvery) and on every step for kNicSocketCredit steps after a read of it that
+//   brought datagrams (another peer, or this one before its send socket was acknowledged:
+//   reading the NIC's socket first keeps those older frames ahead of the new socket's).
+//   It reads into at most half the burst then, so a flood at the NIC's port cannot starve
+//   the receive socket's peer.
+// - It closes only with its peer (free_peer): datagrams queued in it are lost with it. A
+//   new send socket of the same peer (announced again) gets it connected anew.
+// - The price of SO_REUSEPORT on the NIC's socket: a process of the same user that sets
+//   it too can bind the NIC's port and take a share of the NIC socket's datagrams (the
+//   same user can read this process's memory anyway). A second NIC on the port without it
+//   is still refused; rxsock=shared keeps the NIC's socket exclusive.
 #include <arpa/inet.h>
 #include <unistd.h>
 
@@ -102,6 +128,8 @@ void UdpTransport::on_port_control(int id, uint8_t type, uint16_t port_be, const
         // The peer's frames may come from that port now (one send socket per peer).
         forget_send_socket(id);
         by_send_socket_[endpoint_key(from.sin_addr.s_addr, port_be)] = id;
+        last_send_socket_ = kNoEndpoint;
+        if (rx_sockets_ && rx_syscall_) open_rx_socket(id, from.sin_addr.s_addr, port_be);
         queue_control(p.sa, p.nonce, kTypePortAck, port_be);
     } else if (p.tx_fd >= 0 && port_be == p.tx_port) {
         if (type == kTypePortAck) {
@@ -145,16 +173,25 @@ void UdpTransport::close_dropped_sockets() {
 void UdpTransport::forget_send_socket(int id) {
     for (auto a = by_send_socket_.begin(); a != by_send_socket_.end();)
         a = a->second == id ? by_send_socket_.erase(a) : std::next(a);
+    last_send_socket_ = kNoEndpoint;
 }
 
 NICFW_HOT int UdpTransport::peer_by_send_socket(const uint8_t* d, const sockaddr_in& from) {
     const uint32_t src_nonce = get32(d + kPSrcNonce);
-    auto it = by_send_socket_.find(endpoint_key(from.sin_addr.s_addr, from.sin_port));
-    if (it != by_send_socket_.end()) {
-        const Peer& p = peers_[static_cast<size_t>(it->second)];
+    const uint64_t key = endpoint_key(from.sin_addr.s_addr, from.sin_port);
+    int id = -1;
+    if (key == last_send_socket_) {  // the last one looked up: no hash (a division) and no chain
+        id = last_send_socket_id_;
+    } else if (auto it = by_send_socket_.find(key); it != by_send_socket_.end()) {
+        id = it->second;
+        last_send_socket_ = key;
+        last_send_socket_id_ = id;
+    }
+    if (id >= 0) {
+        const Peer& p = peers_[static_cast<size_t>(id)];
         if (!p.freed && p.nonce == src_nonce) {
             stats_.rx_peer_socket++;
-            return it->second;
+            return id;
         }
     }
     // Not announced to us: the NIC whose port the frame names goes back to its NIC socket.
@@ -163,6 +200,53 @@ NICFW_HOT int UdpTransport::peer_by_send_socket(const uint8_t* d, const sockaddr
     memcpy(&nic.sin_port, d + kPPort, 2);
     if (nic.sin_port != 0) queue_control(nic, src_nonce, kTypePortNak, from.sin_port);
     return -1;
+}
+
+void UdpTransport::open_rx_socket(int id, in_addr_t ip, uint16_t port_be) {
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = ip;
+    to.sin_port = port_be;
+    if (rx_fd_ >= 0) {
+        if (rx_peer_ != id) return;  // another peer's
+        // The peer's new send socket: connected to it instead (what the old one sent and
+        // is still queued stays readable). A socket that cannot be is given up.
+        if (connect(rx_fd_, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) close_rx_socket();
+        return;
+    }
+    int on = 1;
+    if (!reuseport_) {
+        if (setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
+            rx_sockets_ = false;  // never here: the NIC socket's receives stay as they are
+            return;
+        }
+        reuseport_ = true;
+    }
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    sockaddr_in me{};
+    me.sin_family = AF_INET;
+    memcpy(&me.sin_port, addr_ + 2, 2);
+    memcpy(&me.sin_addr.s_addr, addr_ + 4, 4);
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0 ||
+        bind(fd, reinterpret_cast<const sockaddr*>(&me), sizeof me) != 0 ||
+        connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
+        close(fd);
+        return;
+    }
+    set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF);
+    if (gro_on_) set_gro(fd);  // trains came in already: they come here too
+    rx_fd_ = fd;
+    rx_peer_ = id;
+    rx_turn_ = 0;
+    nic_credit_ = kNicSocketCredit;  // older frames of the peer may wait at the NIC's socket
+    stats_.rx_sockets_opened++;
+}
+
+void UdpTransport::close_rx_socket() {
+    if (rx_fd_ >= 0) close(rx_fd_);
+    rx_fd_ = -1;
+    rx_peer_ = -1;
 }
 
 }  // namespace softvia::nicfw

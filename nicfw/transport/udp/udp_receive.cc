@@ -157,17 +157,35 @@ NICFW_HOT bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const
     return true;
 }
 
-// rx=syscall: one recvmmsg per burst, into the first kSyscallBurst buffers (the engine
-// releases a burst before it asks for the next).
+NICFW_HOT int UdpTransport::read_socket(int fd, uint32_t first, uint32_t n) {
+    int got = wire_recvmmsg(fd, mm_.data() + first, n, MSG_DONTWAIT);
+    if (got >= 0) return got;
+    // The NIC socket's error queue (IP_RECVERR): ICMP reports, read in poll_slow.
+    if (errno != EAGAIN && errno != EINTR && fd == fd_) errors_pending_ = true;
+    return 0;
+}
+
+// rx=syscall: a recvmmsg per burst into the kSyscallBurst buffers (the engine releases a
+// burst before it asks for the next); with a receive socket, that one's and now and then
+// the NIC socket's before it (udp_peer_sockets.cc says when).
 NICFW_HOT void UdpTransport::recv_syscall() {
     if (pend_count_ || !taken_.empty()) return;
-    int n = recvmmsg(fd_, mm_.data(), kSyscallBurst, MSG_DONTWAIT, nullptr);
-    if (n < 0) {
-        if (errno != EAGAIN && errno != EINTR) errors_pending_ = true;
-        return;
+    uint32_t n;
+    if (rx_fd_ < 0) {
+        n = static_cast<uint32_t>(read_socket(fd_, 0, kSyscallBurst));
+    } else {
+        n = 0;
+        if (nic_credit_ || ++rx_turn_ == kNicSocketEvery) {
+            rx_turn_ = 0;
+            n = static_cast<uint32_t>(read_socket(fd_, 0, kSyscallBurst / 2));
+            nic_credit_ = n ? kNicSocketCredit : nic_credit_ ? nic_credit_ - 1 : 0;
+        }
+        const uint32_t own = static_cast<uint32_t>(read_socket(rx_fd_, n, kSyscallBurst - n));
+        stats_.rx_socket_reads += own;
+        n += own;
     }
-    for (int i = 0; i < n; i++) take_read(static_cast<uint32_t>(i), mm_[i].msg_len);
-    if (gro_) watch_trains(n);
+    for (uint32_t i = 0; i < n; i++) take_read(i, mm_[i].msg_len);
+    if (gro_) watch_trains(static_cast<int>(n));
 }
 
 NICFW_HOT int UdpTransport::rx_burst(RxFrame* out, int max) {
@@ -175,7 +193,9 @@ NICFW_HOT int UdpTransport::rx_burst(RxFrame* out, int max) {
     // must not wait behind a recvmmsg); the step's pacing count runs on to tx_flush.
     submit();
     if (rx_syscall_) {
-        reap();  // sends' completions: free slots, and a send an ICMP report failed goes again
+        // Sends' completions (free slots; a send an ICMP report failed goes again), when the
+        // ring has any: most sends are direct, and an idle poll need not read the ring.
+        if (ring_sends_) reap();
         recv_syscall();
     } else {
         if (recv_armed_ && armer_ != this_thread_tag()) rearm_here();

@@ -136,16 +136,23 @@ NICFW_HOT void UdpTransport::watch_trains(int n) {
         if (len < kGroMinSegment) continue;
         if (len == top) {
             // Refused, though setup_segments saw it taken: no trains in from now on, rather
-            // than a system call per read that brings them.
-            int on = 1;
-            if (setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &on, sizeof on) == 0)
+            // than a system call per read that brings them. The receive socket gets it too
+            // (a socket without it still reads a train, as single datagrams).
+            if (set_gro(fd_)) {
                 gro_on_ = true;
-            else
+                if (rx_fd_ >= 0) set_gro(rx_fd_);
+            } else {
                 gro_ = false;
+            }
             return;
         }
         if (len > top) top = len;
     }
+}
+
+bool UdpTransport::set_gro(int fd) {
+    int on = 1;
+    return setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof on) == 0;
 }
 
 // What recvmmsg put in entry i: a datagram, or (gro_) a train of datagrams of the length

@@ -163,6 +163,12 @@ int UdpTransport::parse_options(const DeviceSpec& spec, UdpOptions* out, std::st
                 return -EINVAL;
             }
             o.peer_sockets = v == "peer";
+        } else if (k == "rxsock") {
+            if (v != "peer" && v != "shared") {
+                *why = "udp: rxsock must be peer or shared (got '" + v + "')";
+                return -EINVAL;
+            }
+            o.rx_socket = v == "peer";
         } else {
             *why = "udp takes no option '" + k + "'";
             return -EINVAL;
@@ -217,6 +223,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     t->rx_syscall_ = opt.rx_syscall || t->br_ == nullptr;
     t->tx_direct_ = opt.tx_direct;
     t->peer_sockets_ = opt.peer_sockets;
+    t->rx_sockets_ = opt.rx_socket;
     t->setup_segments(opt);
     *out = std::move(t);
     return 0;
@@ -318,6 +325,7 @@ UdpTransport::~UdpTransport() {
     if (rx_mem_) munmap(rx_mem_, rx_mem_len_);
     if (gro_mem_) munmap(gro_mem_, gro_mem_len_);
     if (fd_ >= 0) close(fd_);
+    if (rx_fd_ >= 0) close(rx_fd_);
     for (Peer& p : peers_)
         if (p.tx_fd >= 0) close(p.tx_fd);
     for (int fd : dropped_fds_) close(fd);
@@ -405,14 +413,14 @@ NICFW_HOT void UdpTransport::submit() {
         if (tx_queue_.size() == 1) {
             int slot = tx_queue_[0];
             tx_queue_.clear();
-            ssize_t r = sendmsg(tx_slots_[slot].fd, &tx_slots_[slot].msg, MSG_DONTWAIT);
+            ssize_t r = wire_sendmsg(tx_slots_[slot].fd, &tx_slots_[slot].msg, MSG_DONTWAIT);
             send_done(slot, r >= 0 ? static_cast<int>(r) : -errno);
             return;
         }
         int t = make_train(0, tx_queue_.size());
         if (t >= 0) {
             tx_queue_.clear();
-            ssize_t r = sendmsg(tx_slots_[trains_[t].slots[0]].fd, &trains_[t].msg, MSG_DONTWAIT);
+            ssize_t r = wire_sendmsg(tx_slots_[trains_[t].slots[0]].fd, &trains_[t].msg, MSG_DONTWAIT);
             train_done(t, r >= 0 ? static_cast<int>(r) : -errno);  // may queue them again
             if (!tx_queue_.empty()) submit();
             return;
@@ -434,6 +442,7 @@ NICFW_HOT void UdpTransport::submit() {
             io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
         }
         unsubmitted_++;
+        ring_sends_++;
     }
     tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(queued));
     if (io_uring_submit(&ring_) >= 0) unsubmitted_ = 0;  // else they go with the next flush
@@ -488,8 +497,10 @@ NICFW_HOT void UdpTransport::reap() {
             } else if (c.user_data == kCancelTag) {
                 continue;  // the cancelled receive reports itself
             } else if (c.user_data & kTrainTag) {
+                ring_sends_--;
                 train_done(static_cast<int>(c.user_data & ~kTrainTag), c.res);
             } else {
+                ring_sends_--;
                 send_done(static_cast<int>(c.user_data), c.res);
             }
         }

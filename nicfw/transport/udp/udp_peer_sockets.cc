@@ -208,10 +208,15 @@ void UdpTransport::open_rx_socket(int id, in_addr_t ip, uint16_t port_be) {
     to.sin_addr.s_addr = ip;
     to.sin_port = port_be;
     if (rx_fd_ >= 0) {
-        if (rx_peer_ != id) return;  // another peer's
+        if (rx_peer_ != id || (rx_ip_ == ip && rx_port_ == port_be)) return;  // another's, or announced again
         // The peer's new send socket: connected to it instead (what the old one sent and
         // is still queued stays readable). A socket that cannot be is given up.
-        if (connect(rx_fd_, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) close_rx_socket();
+        if (connect(rx_fd_, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
+            close_rx_socket();
+            return;
+        }
+        rx_ip_ = ip;
+        rx_port_ = port_be;
         return;
     }
     int on = 1;
@@ -238,6 +243,8 @@ void UdpTransport::open_rx_socket(int id, in_addr_t ip, uint16_t port_be) {
     if (gro_on_) set_gro(fd);  // trains came in already: they come here too
     rx_fd_ = fd;
     rx_peer_ = id;
+    rx_ip_ = ip;
+    rx_port_ = port_be;
     rx_turn_ = 0;
     nic_credit_ = kNicSocketCredit;  // older frames of the peer may wait at the NIC's socket
     stats_.rx_sockets_opened++;

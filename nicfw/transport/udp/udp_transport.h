@@ -332,6 +332,8 @@ private:
     bool reuseport_ = false;        // SO_REUSEPORT set on the NIC's socket (for a receive socket)
     int rx_fd_ = -1;                // the receive socket, or -1
     int rx_peer_ = -1;              // its peer
+    in_addr_t rx_ip_ = 0;           // and the send socket it is connected to
+    uint16_t rx_port_ = 0;          // (network byte order)
     uint32_t rx_turn_ = 0;          // reads since the NIC socket was last read idle
     uint32_t nic_credit_ = 0;       // reads of the NIC socket still due every burst
     std::vector<int> dropped_fds_;  // peer send sockets to close once no unsubmitted request names them

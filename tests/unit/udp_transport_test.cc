@@ -889,6 +889,75 @@ TEST(UdpTransport, ReceiveSocketTakesItsPeersFrames) {
     EXPECT_EQ(-EADDRINUSE, rc) << why;
 }
 
+// The switch to the receive socket keeps a's order: 100 frames by a's NIC socket queued
+// behind its PORT at b, then (a has b's PORT_ACK) 10 by its send socket, which land in
+// b's receive socket while older ones still wait at the NIC socket; b takes them all in
+// the order a sent them.
+TEST(UdpTransport, SwitchToTheReceiveSocketKeepsOrder) {
+    auto a = make(), b = make();
+    const int pb = resolve(*a, *b);
+    const int pa = meet(*a, pb, *b);
+    ASSERT_GE(pa, 0);
+    std::vector<TransportEvent> ev;
+    a->poll_slow(ev);  // a opens its send socket and announces it (PORT by its NIC socket)
+    usleep(2000);
+    uint32_t seq = 0;
+    for (int r = 0; r < 4; r++) {
+        for (int i = 0; i < 25; i++) ASSERT_TRUE(send(*a, pb, 8, seq++));
+        a->tx_flush();
+    }
+    usleep(5000);
+    std::vector<Got> got;
+    auto take = [&](int bursts) {
+        for (int k = 0; k < bursts; k++, usleep(50)) {
+            RxFrame f[32];
+            int n = b->rx_burst(f, 32);
+            for (int i = 0; i < n; i++) got.push_back({f[i].peer, std::vector<uint8_t>(f[i].data, f[i].data + f[i].len)});
+            if (n) b->rx_release();
+        }
+    };
+    take(1);  // PORT and 31 frames: the receive socket opens, PORT_ACK goes
+    b->tx_flush();
+    ASSERT_EQ(pa, b->rx_socket_peer());
+    take(1);
+    usleep(2000);
+    RxFrame f[8];
+    if (a->rx_burst(f, 8)) a->rx_release();  // the ACK: a's frames leave by its send socket now
+    for (int i = 0; i < 10; i++) ASSERT_TRUE(send(*a, pb, 8, seq++));
+    a->tx_flush();
+    usleep(5000);
+    take(20);
+    ASSERT_EQ(110u, got.size());
+    EXPECT_GE(b->stats().rx_socket_reads, 1u) << "no frame came by the receive socket";
+    for (uint32_t i = 0; i < got.size(); i++) EXPECT_TRUE(check(got[i].data.data(), 8, i)) << "frame " << i << " out of order";
+}
+
+// With the receive socket held by a, a frame from a third NIC c waits at the NIC socket
+// at most one step once about 8 us have passed since it was last read (a firmware thread
+// that sleeps between idle steps reads it on every step).
+TEST(UdpTransport, ThirdPeerIsReadWithinAStepAfterAQuietSpell) {
+    SendSocketPair s;
+    auto &a = s.a, &b = s.b;
+    ASSERT_GE(s.pa, 0);
+    ASSERT_EQ(s.pa, b->rx_socket_peer());
+    auto c = make();
+    const int bc = resolve(*c, *b);
+    auto step = [&] {
+        RxFrame f[32];
+        int n = b->rx_burst(f, 32);
+        if (n) b->rx_release();
+        return n;
+    };
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < 200; i++) step();  // idle steps: no credit left for the NIC socket
+        ASSERT_TRUE(send(*c, bc, 16, round));
+        c->tx_flush();
+        usleep(2000);  // queued at b's NIC socket
+        EXPECT_EQ(1, step()) << "round " << round << ": c's frame waited behind the receive socket";
+    }
+    (void)a;
+}
+
 // A flood at b's NIC port (a stranger's datagrams) does not hold back the frames of the
 // peer with the receive socket: b reads at most half a burst from the NIC socket while it
 // has one. With rxsock=shared they wait behind the whole flood.

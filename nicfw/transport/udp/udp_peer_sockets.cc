@@ -37,25 +37,32 @@
 // routed on arrival. On a veth pair between namespaces that is 0.12-0.19 us of a 5 us
 // one-way trip (tools/bench/udp_floor, mode conn against peer; docs/transports.md). So
 // when a peer announces its send socket, a socket bound to the NIC's own address and port
-// (SO_REUSEPORT, set on the NIC's socket then) and connected to that send socket takes
-// everything it sends; the kernel gives a connected member of a reuseport group all of its
-// four-tuple's datagrams, and the NIC's socket the rest. The frames are checked as before
-// (preamble, nonce, the announced port).
+// (SO_REUSEPORT) and connected to that send socket takes everything it sends; the kernel
+// gives a connected member of a reuseport group all of its four-tuple's datagrams, and
+// the NIC's socket the rest. The frames are checked as before (preamble, nonce, the
+// announced port).
+// - The group is made when the NIC is created (make_reuseport_group, udp_transport.cc):
+//   the NIC's socket bound alone (its own port), then SO_REUSEPORT and a program that
+//   gives it every datagram no connected member takes. A member joining later (ours
+//   between its bind and its connect, or another process of the same user) gets none of
+//   those. A second NIC asking for the port is still refused (it binds without the option).
+//   Linux 5.4 or later; else, or rxsock=shared, no group and no receive socket.
 // - One per NIC: each socket polled is a system call per step, so the first peer to
-//   announce gets it (the two-party case: a ping-pong, a client and its server). The
-//   others' frames arrive at the NIC's socket as before.
-// - Polling: the receive socket every step; the NIC's socket first, on every 16th step
-//   (kNicSocketEvery) and on every step for kNicSocketCredit steps after a read of it that
-//   brought datagrams (another peer, or this one before its send socket was acknowledged:
-//   reading the NIC's socket first keeps those older frames ahead of the new socket's).
-//   It reads into at most half the burst then, so a flood at the NIC's port cannot starve
+//   announce gets it (the two-party case: a ping-pong, a client and its server); when that
+//   peer is freed it goes to another with a known send socket. The others' frames arrive
+//   at the NIC's socket as before.
+// - Polling: the receive socket every step; the NIC's socket before it, about every 8 us
+//   (kNicSocketTicks: a firmware thread that sleeps between idle steps reads it on every
+//   step) and on every step for kNicSocketCredit steps after a read of it brought
+//   datagrams, into at most half the burst, so a flood at the NIC's port cannot starve
 //   the receive socket's peer.
+// - The switch keeps the peer's order (rx_drain_, from the open or a new send socket):
+//   nothing is read from the receive socket while the NIC socket holds anything, then one
+//   datagram, then the NIC socket again, whose datagrams go to the engine first. The peer
+//   sent by its NIC socket before it sent by its send socket, over one path, so those are
+//   queued at ours by the time its first frame is at the receive socket.
 // - It closes only with its peer (free_peer): datagrams queued in it are lost with it. A
 //   new send socket of the same peer (announced again) gets it connected anew.
-// - The price of SO_REUSEPORT on the NIC's socket: a process of the same user that sets
-//   it too can bind the NIC's port and take a share of the NIC socket's datagrams (the
-//   same user can read this process's memory anyway). A second NIC on the port without it
-//   is still refused; rxsock=shared keeps the NIC's socket exclusive.
 #include <arpa/inet.h>
 #include <unistd.h>
 
@@ -217,16 +224,10 @@ void UdpTransport::open_rx_socket(int id, in_addr_t ip, uint16_t port_be) {
         }
         rx_ip_ = ip;
         rx_port_ = port_be;
+        rx_drain_ = true;  // its frames came by its NIC socket since it dropped the old one
         return;
     }
     int on = 1;
-    if (!reuseport_) {
-        if (setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
-            rx_sockets_ = false;  // never here: the NIC socket's receives stay as they are
-            return;
-        }
-        reuseport_ = true;
-    }
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return;
     sockaddr_in me{};
@@ -245,8 +246,7 @@ void UdpTransport::open_rx_socket(int id, in_addr_t ip, uint16_t port_be) {
     rx_peer_ = id;
     rx_ip_ = ip;
     rx_port_ = port_be;
-    rx_turn_ = 0;
-    nic_credit_ = kNicSocketCredit;  // older frames of the peer may wait at the NIC's socket
+    rx_drain_ = true;  // older frames of the peer may wait at the NIC's socket
     stats_.rx_sockets_opened++;
 }
 
@@ -254,6 +254,17 @@ void UdpTransport::close_rx_socket() {
     if (rx_fd_ >= 0) close(rx_fd_);
     rx_fd_ = -1;
     rx_peer_ = -1;
+}
+
+// Its peer is gone: the socket goes to another peer whose send socket is known, if any.
+void UdpTransport::hand_over_rx_socket(int gone) {
+    close_rx_socket();
+    for (const auto& [key, id] : by_send_socket_) {
+        const Peer& p = peers_[static_cast<size_t>(id)];
+        if (id == gone || p.dead || p.freed) continue;
+        open_rx_socket(id, static_cast<in_addr_t>(key >> 16), static_cast<uint16_t>(key & 0xffff));
+        if (rx_fd_ >= 0) return;
+    }
 }
 
 }  // namespace softvia::nicfw

@@ -80,7 +80,7 @@ void UdpTransport::free_peer(int id, std::vector<TransportEvent>& events) {
     }
     drop_peer_socket(p);
     forget_send_socket(id);
-    if (rx_peer_ == id) close_rx_socket();
+    if (rx_peer_ == id) hand_over_rx_socket(id);
     p = Peer{};
     p.dead = p.dead_reported = p.freed = true;
     free_ids_.push_back(id);

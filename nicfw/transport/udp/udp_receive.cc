@@ -8,6 +8,9 @@
 
 #include <cerrno>
 #include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 #include "udp_transport.h"
 #include "nicfw/hot_path.h"
@@ -165,18 +168,45 @@ NICFW_HOT int UdpTransport::read_socket(int fd, uint32_t first, uint32_t n) {
     return 0;
 }
 
+// With a receive socket: whether the NIC socket is due for a read by time (rdtsc: no
+// system call; about every 8 us, so a sleeping firmware thread reads it on every step).
+NICFW_HOT bool UdpTransport::nic_read_due() {
+#if defined(__x86_64__) || defined(__i386__)
+    const uint64_t now = __rdtsc();
+    if (now - nic_read_tsc_ < kNicSocketTicks) return false;
+    nic_read_tsc_ = now;
+    return true;
+#else
+    return (++nic_read_tsc_ & 15) == 0;
+#endif
+}
+
 // rx=syscall: a recvmmsg per burst into the kSyscallBurst buffers (the engine releases a
-// burst before it asks for the next); with a receive socket, that one's and now and then
-// the NIC socket's before it (udp_peer_sockets.cc says when).
+// burst before it asks for the next); with a receive socket, that one's and the NIC
+// socket's before it when due (udp_peer_sockets.cc says when).
 NICFW_HOT void UdpTransport::recv_syscall() {
     if (pend_count_ || !taken_.empty()) return;
-    uint32_t n;
+    uint32_t n = 0;
     if (rx_fd_ < 0) {
         n = static_cast<uint32_t>(read_socket(fd_, 0, kSyscallBurst));
+    } else if (rx_drain_) {
+        // The peer's frames move to the receive socket: none is taken from it while its
+        // NIC socket holds anything, and its first one is taken after what came there
+        // meanwhile. One path, in order: what the peer sent by its NIC socket before is
+        // queued at ours by then.
+        n = static_cast<uint32_t>(read_socket(fd_, 0, kSyscallBurst));
+        if (n == 0 && read_socket(rx_fd_, 0, 1) == 1) {
+            stats_.rx_socket_reads++;
+            rx_drain_ = false;
+            const uint32_t before = static_cast<uint32_t>(read_socket(fd_, 1, kSyscallBurst - 1));
+            for (uint32_t i = 1; i <= before; i++) take_read(i, mm_[i].msg_len);
+            take_read(0, mm_[0].msg_len);
+            n = before + 1;
+            if (gro_) watch_trains(static_cast<int>(n));
+            return;
+        }
     } else {
-        n = 0;
-        if (nic_credit_ || ++rx_turn_ == kNicSocketEvery) {
-            rx_turn_ = 0;
+        if (nic_credit_ || nic_read_due()) {
             n = static_cast<uint32_t>(read_socket(fd_, 0, kSyscallBurst / 2));
             nic_credit_ = n ? kNicSocketCredit : nic_credit_ ? nic_credit_ - 1 : 0;
         }

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <linux/filter.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,13 +85,37 @@ uint32_t interface_mtu(int fd, in_addr_t addr) {
     return mtu;
 }
 
-// Multishot recvmsg came with Linux 6.0.
-bool kernel_has_multishot_recvmsg() {
+bool kernel_at_least(int want_major, int want_minor) {
     utsname u;
     if (uname(&u) != 0) return false;
     int major = 0, minor = 0;
     if (sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
-    return major >= 6;
+    return major > want_major || (major == want_major && minor >= want_minor);
+}
+
+// Multishot recvmsg came with Linux 6.0.
+bool kernel_has_multishot_recvmsg() { return kernel_at_least(6, 0); }
+
+// The receive socket's group (udp_peer_sockets.cc), made at creation, before anyone
+// knows the NIC's address. The NIC's socket is bound without SO_REUSEPORT (a port of its
+// own: a port-0 bind with it may share a port with another such socket of the user),
+// then gets it; a second socket bound to the port makes the group, with the NIC's socket
+// first, and goes; a program then picks that first member for every datagram no
+// connected member takes. Linux 5.4 first let a connected member take its four-tuple's
+// datagrams (before, the group shared them by hash). False: no group, no receive socket.
+bool make_reuseport_group(int fd, const sockaddr_in& bound) {
+    if (!kernel_at_least(5, 4)) return false;
+    int on = 1, off = 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) return false;
+    int second = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sock_filter first[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
+    sock_fprog prog{1, first};
+    bool ok = second >= 0 && setsockopt(second, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) == 0 &&
+              bind(second, reinterpret_cast<const sockaddr*>(&bound), sizeof bound) == 0 &&
+              setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
+    if (second >= 0) close(second);
+    if (!ok) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &off, sizeof off);
+    return ok;
 }
 
 }  // namespace
@@ -204,6 +229,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     }
     socklen_t sl = sizeof sa;
     getsockname(t->fd_, reinterpret_cast<sockaddr*>(&sa), &sl);
+    t->reuseport_ = opt.rx_socket && make_reuseport_group(t->fd_, sa);
     t->mtu_ = opt.mtu ? opt.mtu : interface_mtu(t->fd_, sa.sin_addr.s_addr);
 
     t->host_id_ = host_identity();
@@ -223,7 +249,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     t->rx_syscall_ = opt.rx_syscall || t->br_ == nullptr;
     t->tx_direct_ = opt.tx_direct;
     t->peer_sockets_ = opt.peer_sockets;
-    t->rx_sockets_ = opt.rx_socket;
+    t->rx_sockets_ = t->reuseport_;
     t->setup_segments(opt);
     *out = std::move(t);
     return 0;

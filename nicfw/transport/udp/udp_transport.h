@@ -139,8 +139,9 @@ public:
     static constexpr uint32_t kMaxPeerSockets = 64;   // connected send sockets per NIC (txsock=peer)
     static constexpr uint32_t kMaxAnnounces = 10;     // a send socket's announcements without an answer
     static constexpr uint32_t kGroMinSegment = 512;   // two equal datagrams this long in a read set UDP_GRO
-    static constexpr uint32_t kNicSocketEvery = 16;   // with a receive socket: the NIC socket's share of idle reads
-    static constexpr uint32_t kNicSocketCredit = 64;  // and reads of it in a row after one brought datagrams
+    static constexpr uint32_t kNicSocketTicks = 1u << 14;  // with a receive socket: the NIC socket read at least
+                                                          // this often (TSC ticks, ~8 us; elsewhere every 16th read)
+    static constexpr uint32_t kNicSocketCredit = 64;  // and in that many reads in a row after one brought datagrams
 
     // Reads the udp options of a device spec (addr, port, mtu, rx, tx, gso, txsock, local=wire); -EINVAL
     // with *why for anything else.
@@ -307,6 +308,7 @@ private:
     // peer is gone (what is queued in the socket is lost with it).
     void open_rx_socket(int id, in_addr_t ip, uint16_t port_be);
     void close_rx_socket();
+    void hand_over_rx_socket(int gone);
 
     int fd_ = -1;
     io_uring ring_{};
@@ -334,8 +336,10 @@ private:
     int rx_peer_ = -1;              // its peer
     in_addr_t rx_ip_ = 0;           // and the send socket it is connected to
     uint16_t rx_port_ = 0;          // (network byte order)
-    uint32_t rx_turn_ = 0;          // reads since the NIC socket was last read idle
     uint32_t nic_credit_ = 0;       // reads of the NIC socket still due every burst
+    uint64_t nic_read_tsc_ = 0;     // when the NIC socket was last read (TSC; a step count elsewhere)
+    bool rx_drain_ = false;         // the receive socket's peer may still have frames at the NIC socket
+    bool nic_read_due();
     std::vector<int> dropped_fds_;  // peer send sockets to close once no unsubmitted request names them
 
     // tx: a fixed pool of frame buffers; a slot is free again when its send completes.

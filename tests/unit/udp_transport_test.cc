@@ -932,6 +932,43 @@ TEST(UdpTransport, SwitchToTheReceiveSocketKeepsOrder) {
     for (uint32_t i = 0; i < got.size(); i++) EXPECT_TRUE(check(got[i].data.data(), 8, i)) << "frame " << i << " out of order";
 }
 
+// A flood at b's NIC port through the switch: the NIC socket reads full every step, so
+// the wait for it to read short never ends by itself; after kDrainReads reads b takes a's
+// frames from the receive socket anyway (order given up, not the peer).
+TEST(UdpTransport, FloodDuringTheSwitchDoesNotHoldThePeerBack) {
+    auto a = make(), b = make();
+    const int pb = resolve(*a, *b);
+    const int pa = meet(*a, pb, *b);
+    ASSERT_GE(pa, 0);
+    std::vector<TransportEvent> ev;
+    a->poll_slow(ev);  // a's PORT
+    usleep(2000);
+    RxFrame f[32];
+    for (int i = 0; i < 5 && b->rx_socket_peer() < 0; i++, usleep(500))
+        if (b->rx_burst(f, 32)) b->rx_release();
+    ASSERT_EQ(pa, b->rx_socket_peer());
+    b->tx_flush();  // PORT_ACK
+    usleep(2000);
+    if (a->rx_burst(f, 8)) a->rx_release();
+    RawSocket raw;
+    auto junk = preamble(*b, 0x5A5A);
+    junk.resize(junk.size() + 16, 0);
+    for (int i = 0; i < 64; i++) raw.send_to(*b, junk);
+    for (uint32_t i = 0; i < 10; i++) ASSERT_TRUE(send(*a, pb, 8, i));
+    a->tx_flush();
+    usleep(2000);
+    size_t got = 0;
+    int bursts = 0;
+    for (; bursts < 600 && got < 10; bursts++) {
+        for (int i = 0; i < 40; i++) raw.send_to(*b, junk);  // more than a read takes
+        int n = b->rx_burst(f, 32);
+        for (int i = 0; i < n; i++) got += f[i].peer == pa;
+        if (n) b->rx_release();
+    }
+    EXPECT_EQ(10u, got) << "a's frames waited behind the flood for good";
+    EXPECT_LE(bursts, static_cast<int>(UdpTransport::kDrainReads) + 20);
+}
+
 // With the receive socket held by a, a frame from a third NIC c waits at the NIC socket
 // at most one step once about 8 us have passed since it was last read (a firmware thread
 // that sleeps between idle steps reads it on every step).

@@ -57,10 +57,12 @@
 //   datagrams, into at most half the burst, so a flood at the NIC's port cannot starve
 //   the receive socket's peer.
 // - The switch keeps the peer's order (rx_drain_, from the open or a new send socket):
-//   nothing is read from the receive socket while the NIC socket holds anything, then one
-//   datagram, then the NIC socket again, whose datagrams go to the engine first. The peer
-//   sent by its NIC socket before it sent by its send socket, over one path, so those are
-//   queued at ours by the time its first frame is at the receive socket.
+//   nothing is read from the receive socket until a read of the NIC socket comes back
+//   short (under half a burst: it was empty), then one datagram, then the NIC socket
+//   again, whose datagrams go to the engine first. The peer sent by its NIC socket before
+//   it sent by its send socket, over one path, so those are queued at ours by the time
+//   its first frame is at the receive socket. A flood that keeps the NIC socket full ends
+//   the wait after kDrainReads reads (order given up, not the peer).
 // - It closes only with its peer (free_peer): datagrams queued in it are lost with it. A
 //   new send socket of the same peer (announced again) gets it connected anew.
 #include <arpa/inet.h>
@@ -224,7 +226,7 @@ void UdpTransport::open_rx_socket(int id, in_addr_t ip, uint16_t port_be) {
         }
         rx_ip_ = ip;
         rx_port_ = port_be;
-        rx_drain_ = true;  // its frames came by its NIC socket since it dropped the old one
+        start_drain();  // its frames came by its NIC socket since it dropped the old one
         return;
     }
     int on = 1;
@@ -246,7 +248,7 @@ void UdpTransport::open_rx_socket(int id, in_addr_t ip, uint16_t port_be) {
     rx_peer_ = id;
     rx_ip_ = ip;
     rx_port_ = port_be;
-    rx_drain_ = true;  // older frames of the peer may wait at the NIC's socket
+    start_drain();  // older frames of the peer may wait at the NIC's socket
     stats_.rx_sockets_opened++;
 }
 

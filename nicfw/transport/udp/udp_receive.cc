@@ -190,21 +190,23 @@ NICFW_HOT void UdpTransport::recv_syscall() {
     if (rx_fd_ < 0) {
         n = static_cast<uint32_t>(read_socket(fd_, 0, kSyscallBurst));
     } else if (rx_drain_) {
-        // The peer's frames move to the receive socket: none is taken from it while its
-        // NIC socket holds anything, and its first one is taken after what came there
-        // meanwhile. One path, in order: what the peer sent by its NIC socket before is
-        // queued at ours by then.
+        // The peer's frames move to the receive socket: none is taken from it until a read
+        // of the NIC socket comes back short (it was empty then), and its first one is
+        // taken after what came there meanwhile. One path, in order: what the peer sent by
+        // its NIC socket before is queued at ours by then. A NIC socket that never reads
+        // short (a flood) ends the wait after kDrainReads reads: order is given up then.
         n = static_cast<uint32_t>(read_socket(fd_, 0, kSyscallBurst));
-        if (n == 0 && read_socket(rx_fd_, 0, 1) == 1) {
+        if (n < kSyscallBurst / 2 && read_socket(rx_fd_, n, 1) == 1) {
             stats_.rx_socket_reads++;
             rx_drain_ = false;
-            const uint32_t before = static_cast<uint32_t>(read_socket(fd_, 1, kSyscallBurst - 1));
-            for (uint32_t i = 1; i <= before; i++) take_read(i, mm_[i].msg_len);
-            take_read(0, mm_[0].msg_len);
-            n = before + 1;
-            if (gro_) watch_trains(static_cast<int>(n));
+            const uint32_t before = static_cast<uint32_t>(read_socket(fd_, n + 1, kSyscallBurst - n - 1));
+            for (uint32_t i = 0; i < n; i++) take_read(i, mm_[i].msg_len);
+            for (uint32_t i = n + 1; i <= n + before; i++) take_read(i, mm_[i].msg_len);
+            take_read(n, mm_[n].msg_len);
+            if (gro_) watch_trains(static_cast<int>(n + 1 + before));
             return;
         }
+        if (--drain_reads_ == 0) rx_drain_ = false;
     } else {
         if (nic_credit_ || nic_read_due()) {
             n = static_cast<uint32_t>(read_socket(fd_, 0, kSyscallBurst / 2));

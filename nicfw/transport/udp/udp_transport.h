@@ -142,6 +142,7 @@ public:
     static constexpr uint32_t kNicSocketTicks = 1u << 14;  // with a receive socket: the NIC socket read at least
                                                           // this often (TSC ticks, ~8 us; elsewhere every 16th read)
     static constexpr uint32_t kNicSocketCredit = 64;  // and in that many reads in a row after one brought datagrams
+    static constexpr uint32_t kDrainReads = 256;      // the switch to it keeps order for at most that many reads
 
     // Reads the udp options of a device spec (addr, port, mtu, rx, tx, gso, txsock, local=wire); -EINVAL
     // with *why for anything else.
@@ -339,6 +340,11 @@ private:
     uint32_t nic_credit_ = 0;       // reads of the NIC socket still due every burst
     uint64_t nic_read_tsc_ = 0;     // when the NIC socket was last read (TSC; a step count elsewhere)
     bool rx_drain_ = false;         // the receive socket's peer may still have frames at the NIC socket
+    uint32_t drain_reads_ = 0;      // NIC socket reads left before rx_drain_ gives up
+    void start_drain() {
+        rx_drain_ = true;
+        drain_reads_ = kDrainReads;
+    }
     bool nic_read_due();
     std::vector<int> dropped_fds_;  // peer send sockets to close once no unsubmitted request names them
 

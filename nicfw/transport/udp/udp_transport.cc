@@ -229,7 +229,7 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     }
     socklen_t sl = sizeof sa;
     getsockname(t->fd_, reinterpret_cast<sockaddr*>(&sa), &sl);
-    t->reuseport_ = opt.rx_socket && make_reuseport_group(t->fd_, sa);
+    t->rx_sockets_ = opt.rx_socket && make_reuseport_group(t->fd_, sa);
     t->mtu_ = opt.mtu ? opt.mtu : interface_mtu(t->fd_, sa.sin_addr.s_addr);
 
     t->host_id_ = host_identity();
@@ -249,7 +249,6 @@ int UdpTransport::create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* o
     t->rx_syscall_ = opt.rx_syscall || t->br_ == nullptr;
     t->tx_direct_ = opt.tx_direct;
     t->peer_sockets_ = opt.peer_sockets;
-    t->rx_sockets_ = t->reuseport_;
     t->setup_segments(opt);
     *out = std::move(t);
     return 0;

@@ -144,7 +144,7 @@ public:
     static constexpr uint32_t kNicSocketCredit = 64;  // and in that many reads in a row after one brought datagrams
     static constexpr uint32_t kDrainReads = 256;      // the switch to it keeps order for at most that many reads
 
-    // Reads the udp options of a device spec (addr, port, mtu, rx, tx, gso, txsock, local=wire); -EINVAL
+    // Reads the udp options of a device spec (addr, port, mtu, rx, tx, gso, txsock, rxsock, local=wire); -EINVAL
     // with *why for anything else.
     static int parse_options(const DeviceSpec& spec, UdpOptions* out, std::string* why);
     static int create(const UdpOptions& opt, std::unique_ptr<UdpTransport>* out, std::string* why);
@@ -331,8 +331,7 @@ private:
     bool peer_sockets_ = false;
     bool sockets_to_open_ = false;  // a peer was heard from for the first time
     uint32_t peer_sockets_open_ = 0;
-    bool rx_sockets_ = false;       // rxsock=peer
-    bool reuseport_ = false;        // SO_REUSEPORT set on the NIC's socket (for a receive socket)
+    bool rx_sockets_ = false;       // rxsock=peer, and the NIC socket's reuseport group was made
     int rx_fd_ = -1;                // the receive socket, or -1
     int rx_peer_ = -1;              // its peer
     in_addr_t rx_ip_ = 0;           // and the send socket it is connected to

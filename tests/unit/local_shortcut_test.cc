@@ -86,6 +86,76 @@ TEST(LocalShortcut, OtherHostGoesThroughTheWire) {
     EXPECT_EQ(pb, receive(*a, 0x44));
 }
 
+// Wire peers first, then a same-host NIC. Until the shm child has a peer the layer passes
+// the wire through (a wire peer's index is the wire's own, and a peer first met in a
+// frame gets its entry there); after it, every peer keeps its index, the new one gets
+// another, and each is reached on its own path both ways.
+TEST(LocalShortcut, WirePeersKeepTheirIndexWhenASameHostPeerComes) {
+    auto b = make(42), a1 = make(1), a2 = make(2), c = make(42);
+    const int b1 = a1->resolve(addr(*b).data(), addr(*b).size());
+    const int b2 = a2->resolve(addr(*b).data(), addr(*b).size());
+    ASSERT_GE(b1, 0);
+    ASSERT_GE(b2, 0);
+    send(*a1, b1, 0x51);
+    const int p1 = receive(*b, 0x51);
+    send(*a2, b2, 0x52);
+    const int p2 = receive(*b, 0x52);
+    ASSERT_GE(p1, 0);
+    ASSERT_GE(p2, 0);
+    EXPECT_NE(p1, p2);
+    ASSERT_EQ(2u, b->peer_count());
+    EXPECT_FALSE(b->peer_is_local(p1));
+    EXPECT_FALSE(b->peer_is_local(p2));
+    EXPECT_TRUE(b->names_peer(p2, addr(*a2).data(), addr(*a2).size()));
+    // A third wire peer, met while b reads in a tight loop (the wire passed through).
+    auto a3 = make(3);
+    const int b3 = a3->resolve(addr(*b).data(), addr(*b).size());
+    ASSERT_GE(b3, 0);
+    for (int i = 0; i < 20; i++) send(*a1, b1, 0x71);
+    send(*a3, b3, 0x71);
+    std::vector<int> from;
+    RxFrame f[8];
+    for (int spins = 0; spins < 1000000 && from.size() < 21; spins++) {
+        const int n = b->rx_burst(f, 8);
+        for (int i = 0; i < n; i++) from.push_back(f[i].peer);
+        if (n) b->rx_release();
+    }
+    ASSERT_EQ(21u, from.size());
+    int p3 = -1, of_p1 = 0;  // (the wire may read its peers' rings in either order)
+    for (int peer : from) {
+        if (peer == p1)
+            of_p1++;
+        else
+            p3 = peer;
+    }
+    EXPECT_EQ(20, of_p1);
+    EXPECT_TRUE(p3 != p1 && p3 != p2) << p3;
+    EXPECT_EQ(3u, b->peer_count());
+    EXPECT_TRUE(b->names_peer(p3, addr(*a3).data(), addr(*a3).size()));
+    // The same-host NIC.
+    const int bc = c->resolve(addr(*b).data(), addr(*b).size());
+    ASSERT_GE(bc, 0);
+    EXPECT_TRUE(c->peer_is_local(bc));
+    send(*c, bc, 0x53);
+    const int pc = receive(*b, 0x53);  // b looks at its shm child in every 64th poll until then
+    ASSERT_GE(pc, 0);
+    EXPECT_TRUE(b->peer_is_local(pc));
+    EXPECT_TRUE(pc != p1 && pc != p2 && pc != p3) << pc;
+    EXPECT_EQ(4u, b->peer_count());
+    send(*b, p1, 0x61);
+    EXPECT_EQ(b1, receive(*a1, 0x61));
+    send(*b, p2, 0x62);
+    EXPECT_EQ(b2, receive(*a2, 0x62));
+    send(*b, p3, 0x63);
+    EXPECT_EQ(b3, receive(*a3, 0x63));
+    send(*b, pc, 0x64);
+    EXPECT_EQ(bc, receive(*c, 0x64));
+    send(*a1, b1, 0x71);
+    EXPECT_EQ(p1, receive(*b, 0x71));
+    send(*c, bc, 0x73);
+    EXPECT_EQ(pc, receive(*b, 0x73));
+}
+
 TEST(LocalShortcut, ResolvingTwiceGivesOnePeer) {
     auto a = make(7), b = make(7);
     std::vector<uint8_t> ab = addr(*b);

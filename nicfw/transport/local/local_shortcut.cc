@@ -39,8 +39,14 @@ NICFW_HOT int LocalShortcut::adopt(int via, int idx) {
     auto& map = to_ours_[via];
     if (static_cast<size_t>(idx) >= map.size()) map.resize(idx + 1, -1);
     if (map[idx] < 0) {
+        if (via == kShm && wire_only_) end_wire_only();
         Peer p{via, idx, wrap(via, child_[via]->peer_addr(idx))};
-        if (!free_ids_.empty()) {
+        if (wire_only_) {  // the wire's own index (a hole below it stays unused)
+            if (static_cast<size_t>(idx) >= peers_.size()) peers_.resize(idx + 1, Peer{-1, -1, {}});
+            map[idx] = idx;
+            peers_[idx] = std::move(p);
+            if (idx < 64) wire_known_ |= uint64_t{1} << idx;
+        } else if (!free_ids_.empty()) {
             map[idx] = free_ids_.back();
             free_ids_.pop_back();
             peers_[map[idx]] = std::move(p);
@@ -50,6 +56,14 @@ NICFW_HOT int LocalShortcut::adopt(int via, int idx) {
         }
     }
     return map[idx];
+}
+
+// The first shm peer: from now on indices are ours (the wire peers' stay as they are),
+// and the freed and unused ones below the table's end can be handed out.
+void LocalShortcut::end_wire_only() {
+    wire_only_ = false;
+    for (size_t i = 0; i < peers_.size(); i++)
+        if (peers_[i].via < 0) free_ids_.push_back(static_cast<int>(i));
 }
 
 int LocalShortcut::resolve(const uint8_t* addr, size_t len) {
@@ -97,6 +111,15 @@ bool LocalShortcut::names_peer(int peer, const uint8_t* addr, size_t len) const 
 }
 
 NICFW_HOT int LocalShortcut::rx_burst(RxFrame* out, int max) {
+    if (wire_only_ && (++wire_steps_ & (kShmLookEvery - 1)) != 0) {
+        const int got = child_[kWire]->rx_burst(out, max);
+        rx_taken_[kWire] = got > 0;
+        for (int i = 0; i < got; i++) {
+            const int idx = out[i].peer;  // ours too: only a first frame needs the table
+            if (idx >= 64 || !(wire_known_ >> idx & 1)) adopt(kWire, idx);
+        }
+        return got;
+    }
     // shm first: it is the cheaper poll and its frames are waiting in memory.
     int n = 0;
     for (int via : {kShm, kWire}) {
@@ -106,6 +129,8 @@ NICFW_HOT int LocalShortcut::rx_burst(RxFrame* out, int max) {
         for (int i = n; i < n + got; i++) out[i].peer = adopt(via, out[i].peer);
         n += got;
     }
+    // A same-host NIC's hello came (the shm child took it): its frames are ours to poll.
+    if (wire_only_ && child_[kShm]->peer_count() > 0) end_wire_only();
     return n;
 }
 
@@ -129,7 +154,10 @@ void LocalShortcut::poll_slow(std::vector<TransportEvent>& events) {
                 int ours = map[ev.peer];
                 map[ev.peer] = -1;
                 peers_[ours] = Peer{-1, -1, {}};
-                free_ids_.push_back(ours);
+                if (!wire_only_)
+                    free_ids_.push_back(ours);
+                else if (ours < 64)
+                    wire_known_ &= ~(uint64_t{1} << ours);
                 ev.peer = ours;
             } else {
                 ev.peer = adopt(via, ev.peer);
@@ -137,6 +165,8 @@ void LocalShortcut::poll_slow(std::vector<TransportEvent>& events) {
             events.push_back(ev);
         }
     }
+    // A same-host NIC that sent its hello: the shm child knows it now.
+    if (wire_only_ && child_[kShm]->peer_count() > 0) end_wire_only();
 }
 
 }  // namespace softvia::nicfw

@@ -12,9 +12,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -377,14 +374,12 @@ namespace {
 // NIC idle over and over, and a clock read on each of those steps was a fifth of its
 // polling loop. A TSC that goes backwards (another CPU) only makes us look sooner.
 inline bool slow_clock_due(uint64_t* last_tsc) {
-#if defined(__x86_64__) || defined(__i386__)
-    uint64_t t = __rdtsc();
-    if (t - *last_tsc < (1u << 16)) return false;
-    *last_tsc = t;
+#ifdef NICFW_HAVE_TSC
+    return tsc_passed(last_tsc, 1u << 16);
 #else
     (void)last_tsc;
-#endif
     return true;
+#endif
 }
 }  // namespace
 

@@ -8,9 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
 
 #include "udp_transport.h"
 #include "nicfw/hot_path.h"
@@ -171,11 +168,8 @@ NICFW_HOT int UdpTransport::read_socket(int fd, uint32_t first, uint32_t n) {
 // With a receive socket: whether the NIC socket is due for a read by time (rdtsc: no
 // system call; about every 8 us, so a sleeping firmware thread reads it on every step).
 NICFW_HOT bool UdpTransport::nic_read_due() {
-#if defined(__x86_64__) || defined(__i386__)
-    const uint64_t now = __rdtsc();
-    if (now - nic_read_tsc_ < kNicSocketTicks) return false;
-    nic_read_tsc_ = now;
-    return true;
+#ifdef NICFW_HAVE_TSC
+    return tsc_passed(&nic_read_tsc_, kNicSocketTicks);
 #else
     return (++nic_read_tsc_ & 15) == 0;
 #endif

@@ -63,7 +63,9 @@ int parse_device_name(const std::string& name, DeviceSpec* out, std::string* why
     return 0;
 }
 
-bool common_device_option(const std::string& k) { return k == "progress" || k == "local" || k == "txbatch"; }
+bool common_device_option(const std::string& k) {
+    return k == "progress" || k == "local" || k == "txbatch" || k == "rxspin";
+}
 
 namespace {
 

@@ -82,6 +82,8 @@ int main(void) {
     open_ok("shm:txbatch=0", env_mode());
     open_ok("shm:txbatch=32,progress=inline", VIP_EXT_PROGRESS_INLINE);
     open_ok("shm:txbatch=256", env_mode());
+    open_ok("shm:rxspin=0", env_mode());
+    open_ok("shm:rxspin=64,txbatch=8", env_mode());
 
     open_bad("nosuch");
     open_bad("shm:progress=bogus");
@@ -93,6 +95,10 @@ int main(void) {
     open_bad("shm:txbatch=");
     open_bad("shm:txbatch=4k");
     open_bad("shm:txbatch=99999999999999999999");
+    open_bad("shm:rxspin=65");
+    open_bad("shm:rxspin=-1");
+    open_bad("shm:rxspin=");
+    open_bad("shm:rxspin=8x");
     open_bad("shmx");
     open_bad("SHM");
 

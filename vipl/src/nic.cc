@@ -59,26 +59,36 @@ struct DevName {
     std::string what() const { return from_env ? "SOFTVIA_DEVICE" : "device name"; }
 };
 
-// Device names "kind[:key=value,...]" (nicfw/device.h): vipl reads progress= and
-// txbatch= here, the transport the rest when the NIC is created.
-bool parse_device(const DevName& dn, nicfw::Progress* progress, uint32_t* tx_batch) {
+// A whole number 0..max as a device option's value.
+bool parse_count(const char* v, uint32_t max, uint32_t* out) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (!*v || *end || errno || *v == '-' || n > max) return false;
+    *out = static_cast<uint32_t>(n);
+    return true;
+}
+
+// Device names "kind[:key=value,...]" (nicfw/device.h): vipl reads progress=, txbatch=
+// and rxspin= here, the transport the rest when the NIC is created.
+bool parse_device(const DevName& dn, nicfw::EngineConfig* cfg) {
     const std::string& name = dn.name;
     nicfw::DeviceSpec spec;
     std::string why;
     if (nicfw::parse_device_name(name, &spec, &why) < 0)
         return bad_setting(dn.what().c_str(), name.c_str(), (why + "; want kind[:key=value,...]").c_str());
     const char* p = spec.get("progress");
-    if (p && !parse_progress(p, progress))
+    if (p && !parse_progress(p, &cfg->progress))
         return bad_setting(dn.what().c_str(), name.c_str(), "progress= takes inline or thread");
-    if (const char* b = spec.get("txbatch")) {
-        char* end = nullptr;
-        errno = 0;
-        unsigned long v = strtoul(b, &end, 10);
-        if (!*b || *end || errno || *b == '-' || v > nicfw::kMaxTxBatch) {
-            std::string acc = "txbatch= takes 0 to " + std::to_string(nicfw::kMaxTxBatch) + " frames";
-            return bad_setting(dn.what().c_str(), name.c_str(), acc.c_str());
-        }
-        *tx_batch = static_cast<uint32_t>(v);
+    const char* b = spec.get("txbatch");
+    if (b && !parse_count(b, nicfw::kMaxTxBatch, &cfg->tx_batch)) {
+        std::string acc = "txbatch= takes 0 to " + std::to_string(nicfw::kMaxTxBatch) + " frames";
+        return bad_setting(dn.what().c_str(), name.c_str(), acc.c_str());
+    }
+    const char* r = spec.get("rxspin");
+    if (r && !parse_count(r, nicfw::kMaxRxSpin, &cfg->rx_spin)) {
+        std::string acc = "rxspin= takes 0 to " + std::to_string(nicfw::kMaxRxSpin) + " reads";
+        return bad_setting(dn.what().c_str(), name.c_str(), acc.c_str());
     }
     return true;
 }
@@ -153,7 +163,7 @@ VIPL_API VIP_RETURN VipExtOpenNic(const VIP_CHAR* DeviceName, const VIP_EXT_NIC_
     const std::string& name = dn.name;
     nicfw::EngineConfig cfg;
     if (!read_env_settings(&cfg)) return VIP_INVALID_PARAMETER;
-    if (!parse_device(dn, &cfg.progress, &cfg.tx_batch)) return VIP_INVALID_PARAMETER;
+    if (!parse_device(dn, &cfg)) return VIP_INVALID_PARAMETER;
     if (Options) {
         // Read as an integer: a caller's out-of-range value is bad input, not UB here.
         uint32_t mode;

@@ -56,8 +56,10 @@ struct EngineConfig {
     std::string device = "shm";
     uint64_t retry_timeout_ms = 5000;  // default of every VI (SOFTVIA_RETRY_TIMEOUT_MS)
     uint32_t tx_batch = 0;  // txbatch=: inline progress holds a post's frames for a batch (post_progress)
+    uint32_t rx_spin = 8;   // rxspin=: extra wire reads of an idle step while the program only polls (rx_spin)
 };
 constexpr uint32_t kMaxTxBatch = 256;  // a dpdk NIC queues at most this many frames
+constexpr uint32_t kMaxRxSpin = 64;
 
 // Retransmission parameters (docs/reliability.md).
 constexpr uint32_t kTxWindow = 64;              // requests in flight per reliable VI
@@ -183,9 +185,12 @@ public:
         deliver_pending_errors();
     }
     // Inline progress: steps the engine once if no one else is. True if it did work.
+    // A control call waiting for the lock goes first: a thread that polls in a tight loop
+    // took the lock again within nanoseconds of each step and could keep a thread of its
+    // own program out of VipConnectWait or VipDisconnect for seconds on a loaded host.
     bool progress() {
         if (cfg_.progress == Progress::kThread) return false;
-        if (!lock_.try_lock()) return false;
+        if (ctl_waiters_.load(std::memory_order_relaxed) || !lock_.try_lock()) return false;
         bool did = step_locked();
         lock_.unlock();
         deliver_pending_errors();
@@ -313,6 +318,7 @@ private:
     void ring_full(const nicfw_doorbell& db);
     void take_doorbell(const nicfw_doorbell& db);
     bool step_locked();
+    int rx_spin(RxFrame* frames, int max);
     void post_step_locked();
     void start_guard();
     void deliver_errors();
@@ -519,6 +525,10 @@ private:
     uint64_t last_slow_ns_ = 0;
     uint64_t last_slow_tsc_ = 0;  // TSC at the last look at the slow path's clock
     uint32_t idle_looks_ = 0;     // idle steps that could have looked at it
+    // Inline progress on a wire whose receive poll is a system call: an idle step of a
+    // program that only polls us reads the wire up to rx_spin_ more times (rx_spin; 0 off).
+    uint32_t rx_spin_ = 0;
+    uint64_t idle_end_tsc_ = 0;   // TSC at the end of the last step if it was idle, else 0
     uint64_t last_stale_ns_ = 0;  // the last DISCONNECT answering a stale frame
     std::vector<TransportEvent> tr_events_;
     std::vector<uint8_t> peer_used_;  // release_unused_peers' scratch, by peer index

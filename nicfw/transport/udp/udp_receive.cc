@@ -158,6 +158,7 @@ NICFW_HOT bool UdpTransport::take_datagram(const uint8_t* d, uint32_t len, const
 }
 
 NICFW_HOT int UdpTransport::read_socket(int fd, uint32_t first, uint32_t n) {
+    stats_.rx_polls++;
     int got = wire_recvmmsg(fd, mm_.data() + first, n, MSG_DONTWAIT);
     if (got >= 0) return got;
     // The NIC socket's error queue (IP_RECVERR): ICMP reports, read in poll_slow.

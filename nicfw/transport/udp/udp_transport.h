@@ -120,6 +120,7 @@ struct UdpStats {
     uint64_t rx_peer_socket = 0;  // datagrams taken from a known peer's send socket
     uint64_t peer_socket_failures = 0;  // peer send sockets given up (their frames go by the NIC's socket)
     uint64_t rx_socket_reads = 0;  // recvmmsg entries read from the receive socket (rxsock=peer)
+    uint64_t rx_polls = 0;         // recvmmsg calls, either socket (rx=syscall)
     uint64_t rx_sockets_opened = 0;  // receive sockets opened (rxsock=peer)
 };
 

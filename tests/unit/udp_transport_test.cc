@@ -43,6 +43,15 @@ std::unique_ptr<UdpTransport> make(const std::string& opts = "", std::string* wh
     return t;
 }
 
+// A VI (of reliability rel) on each of two engines, connected; tag names the discriminators.
+::testing::AssertionResult connected_vis(unit::Nic& a, unit::Nic& b, Vi** va, Vi** vb, const std::string& tag,
+                                         uint16_t rel = NICFW_REL_UNRELIABLE) {
+    if (!a.eng || !b.eng) return ::testing::AssertionFailure() << "an engine did not start";
+    *va = a.vi(rel);
+    *vb = b.vi(rel);
+    return unit::connect_peers(a.e(), *va, b.e(), *vb, tag + "-a", tag + "-b");
+}
+
 std::vector<uint8_t> addr(const UdpTransport& t) {
     size_t n;
     const uint8_t* a = t.local_addr(&n);
@@ -583,22 +592,16 @@ TEST(UdpTransport, TxBatchHoldsPostsUntilABatchOrAPoll) {
     unit::Nic a(cfg);
     cfg.tx_batch = 0;
     unit::Nic b(cfg);
-    ASSERT_TRUE(a.eng && b.eng);
-    Vi* va = a.vi();
-    Vi* vb = b.vi();
-    ASSERT_TRUE(unit::connect_peers(a.e(), va, b.e(), vb, "tb-a", "tb-b"));
+    Vi *va, *vb;
+    ASSERT_TRUE(connected_vis(a, b, &va, &vb, "tb"));
     Transport& wire = a.e().transport();
     ASSERT_EQ(0u, wire.tx_queued());
     std::vector<nicfw_desc*> rds, sds;
     for (int i = 0; i < 7; i++) {
-        nicfw_desc* rd = b.desc(1);
-        unit::init_desc(rd, 1);
-        unit::set_seg(rd, 0, b.alloc(64), b.memh, 64);
+        nicfw_desc* rd = b.one_seg(64);
         unit::post_recv(b.e(), vb, rd, b.memh);
         rds.push_back(rd);
-        nicfw_desc* sd = a.desc(1);
-        unit::init_desc(sd, 1);
-        unit::set_seg(sd, 0, a.alloc(64), a.memh, 8);
+        nicfw_desc* sd = a.one_seg(8);
         sds.push_back(sd);
     }
     auto arrived = [&](int n) {
@@ -637,10 +640,8 @@ TEST(UdpTransport, IdleStepOfAProgramThatOnlyPollsReadsTheWireAgain) {
     unit::Nic a(cfg);
     cfg.rx_spin = 0;
     unit::Nic b(cfg);
-    ASSERT_TRUE(a.eng && b.eng);
-    Vi* va = a.vi();
-    Vi* vb = b.vi();
-    ASSERT_TRUE(unit::connect_peers(a.e(), va, b.e(), vb, "spin-a", "spin-b"));
+    Vi *va, *vb;
+    ASSERT_TRUE(connected_vis(a, b, &va, &vb, "spin"));
     auto* wa = dynamic_cast<UdpTransport*>(&a.e().transport());
     auto* wb = dynamic_cast<UdpTransport*>(&b.e().transport());
     ASSERT_TRUE(wa && wb);
@@ -659,13 +660,9 @@ TEST(UdpTransport, IdleStepOfAProgramThatOnlyPollsReadsTheWireAgain) {
     EXPECT_LE(reads_per_step(a, wa, true), 2.0) << "a step after other work spun";
     EXPECT_LE(reads_per_step(b, wb, false), 2.0) << "rxspin=0 spun";
     // A message that comes while a is spinning: taken, and the spin ends with it.
-    nicfw_desc* rd = a.desc(1);
-    unit::init_desc(rd, 1);
-    unit::set_seg(rd, 0, a.alloc(64), a.memh, 64);
+    nicfw_desc* rd = a.one_seg(64);
     unit::post_recv(a.e(), va, rd, a.memh);
-    nicfw_desc* sd = b.desc(1);
-    unit::init_desc(sd, 1);
-    unit::set_seg(sd, 0, b.alloc(64), b.memh, 8);
+    nicfw_desc* sd = b.one_seg(8);
     std::thread sender([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
         unit::post_send(b.e(), vb, sd, b.memh);
@@ -732,20 +729,14 @@ TEST(UdpTransport, LoneReliableMessageIsAcknowledgedInTheStepThatPlacesIt) {
     EngineConfig cfg;
     cfg.device = "udp:addr=127.0.0.1,local=wire";
     unit::Nic a(cfg), b(cfg);
-    ASSERT_TRUE(a.eng && b.eng);
-    Vi* va = a.vi(NICFW_REL_RELIABLE_DELIVERY);
-    Vi* vb = b.vi(NICFW_REL_RELIABLE_DELIVERY);
-    ASSERT_TRUE(unit::connect_peers(a.e(), va, b.e(), vb, "lone-a", "lone-b"));
+    Vi *va, *vb;
+    ASSERT_TRUE(connected_vis(a, b, &va, &vb, "lone", NICFW_REL_RELIABLE_DELIVERY));
     ASSERT_TRUE(vb->rel_proto) << "udp is a lossy wire: reliable VIs retransmit";
     const nicfw_status_page* st = b.e().status();  // ACK frames count in the NIC's counters only
     for (int i = 0; i < 3; i++) {
-        nicfw_desc* rd = b.desc(1);
-        unit::init_desc(rd, 1);
-        unit::set_seg(rd, 0, b.alloc(64), b.memh, 64);
+        nicfw_desc* rd = b.one_seg(64);
         unit::post_recv(b.e(), vb, rd, b.memh);
-        nicfw_desc* sd = a.desc(1);
-        unit::init_desc(sd, 1);
-        unit::set_seg(sd, 0, a.alloc(64), a.memh, 8);
+        nicfw_desc* sd = a.one_seg(8);
         const uint64_t acks_before = st->nic.tx_frames;
         unit::post_send(a.e(), va, sd, a.memh);
         ASSERT_TRUE(unit::wait_done(b.e(), rd, 2000)) << "message " << i;

@@ -386,23 +386,19 @@ inline bool slow_clock_due(uint64_t* last_tsc) {
 }
 }  // namespace
 
-// An idle step of a program that does nothing but poll us reads the wire again at once,
-// up to rx_spin_ times, when the wire's receive poll is a system call (udp). Between two
+// An idle step of a program that does nothing but poll us has the wire read again at
+// once, up to rx_spin_ times, when its receive poll is a system call (udp). Between two
 // reads a datagram that has come waits for the next one, and the whole step between
 // them (some 500 instructions through the driver and the engine) made an idle poll take
 // 580-680 ns where the system call alone took 490-500 (docs/transports.md, receive
-// spin); reads back to back leave the system call. It only costs time the program would spend polling: it
-// is taken when the program came back within kSpinGapTicks (~0.4 us) of the last idle
-// step's end, and a doorbell (a post from another thread) or a control call waiting for
-// the lock ends it.
-NICFW_HOT int Engine::rx_spin(RxFrame* frames, int max) {
-    for (uint32_t k = 0; k < rx_spin_; k++) {
-        if (db_tail_.load(std::memory_order_relaxed) != db_head_.load(std::memory_order_relaxed) ||
-            ctl_waiters_.load(std::memory_order_relaxed))
-            return 0;
-        if (int n = tr_->rx_burst(frames, max)) return n;
-    }
-    return 0;
+// spin); reads back to back leave the system call. It only costs time the program would
+// spend polling: it is taken when the program came back within kSpinGapTicks (~0.4 us)
+// of the last idle step's end, and a doorbell (a post from another thread) or a control
+// call waiting for the lock ends it (spin_stop).
+bool Engine::spin_stop(const void* ctx) {
+    auto* e = static_cast<const Engine*>(ctx);
+    return e->db_tail_.load(std::memory_order_relaxed) != e->db_head_.load(std::memory_order_relaxed) ||
+           e->ctl_waiters_.load(std::memory_order_relaxed);
 }
 
 NICFW_HOT bool Engine::step_locked() {
@@ -416,8 +412,9 @@ NICFW_HOT bool Engine::step_locked() {
     if (!backlog_.empty()) did |= flush_backlog();
     if (!tx_active_.empty()) did |= transmit();
     RxFrame frames[32];
-    int n = shm_ ? shm_->rx_burst(frames, 32) : tr_->rx_burst(frames, 32);  // direct on the shm wire
-    if (n == 0 && !did && polling) n = rx_spin(frames, 32);
+    int n = shm_                ? shm_->rx_burst(frames, 32)  // direct on the shm wire
+            : polling && !did ? tr_->rx_burst_spin(frames, 32, rx_spin_, {&spin_stop, this})
+                                : tr_->rx_burst(frames, 32);
     rx_clock_ = 0;
     for (int i = 0; i < n; i++) handle_frame(frames[i]);
     if (n) {

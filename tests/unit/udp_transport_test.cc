@@ -630,49 +630,62 @@ TEST(UdpTransport, TxBatchHoldsPostsUntilABatchOrAPoll) {
     for (int i = 0; i < 7; i++) EXPECT_EQ(8u, rds[size_t(i)]->cs.length) << i;
 }
 
-// rxspin=N (Engine::rx_spin): an idle step of a program that only polls (it comes back
+// rxspin=N (Engine::spin_stop): an idle step of a program that only polls (it comes back
 // at once) reads the wire up to N more times; one that comes back after other work, and
 // a NIC with rxspin=0, read it once a step (and the NIC socket when that is due). A
-// message that comes during the spin is taken by it.
+// message that comes during the spin is taken by it. Both with a receive socket (after
+// the switch to it, which reads both sockets until the first datagram comes there) and
+// without one (rxsock=shared).
 TEST(UdpTransport, IdleStepOfAProgramThatOnlyPollsReadsTheWireAgain) {
-    EngineConfig cfg;
-    cfg.device = "udp:addr=127.0.0.1,local=wire";
-    unit::Nic a(cfg);
-    cfg.rx_spin = 0;
-    unit::Nic b(cfg);
-    Vi *va, *vb;
-    ASSERT_TRUE(connected_vis(a, b, &va, &vb, "spin"));
-    auto* wa = dynamic_cast<UdpTransport*>(&a.e().transport());
-    auto* wb = dynamic_cast<UdpTransport*>(&b.e().transport());
-    ASSERT_TRUE(wa && wb);
-    // Reads per step, over 50 steps taken back to back (the first may not spin: the step
-    // before it need not have been idle) or each after 200 us of other work.
-    auto reads_per_step = [](unit::Nic& n, UdpTransport* w, bool pause) {
-        n.e().progress();
-        const uint64_t before = w->stats().rx_polls;
-        for (int i = 0; i < 50; i++) {
-            if (pause) std::this_thread::sleep_for(std::chrono::microseconds(200));
-            EXPECT_FALSE(n.e().progress()) << "step " << i << " did work on an idle NIC";
+    for (const std::string opt : {"", ",rxsock=shared"}) {
+        SCOPED_TRACE("udp:addr=127.0.0.1,local=wire" + opt);
+        EngineConfig cfg;
+        cfg.device = "udp:addr=127.0.0.1,local=wire" + opt;
+        unit::Nic a(cfg);
+        cfg.rx_spin = 0;
+        unit::Nic b(cfg);
+        Vi *va, *vb;
+        ASSERT_TRUE(connected_vis(a, b, &va, &vb, "spin"));
+        auto* wa = dynamic_cast<UdpTransport*>(&a.e().transport());
+        auto* wb = dynamic_cast<UdpTransport*>(&b.e().transport());
+        ASSERT_TRUE(wa && wb);
+        // A message b -> a; with spin, sent while a spins (a 5 ms pause, then the post).
+        auto b_to_a = [&](bool spin) {
+            nicfw_desc* rd = a.one_seg(64);
+            unit::post_recv(a.e(), va, rd, a.memh);
+            nicfw_desc* sd = b.one_seg(8);
+            std::thread sender([&] {
+                if (spin) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                unit::post_send(b.e(), vb, sd, b.memh);
+            });
+            const uint64_t end = now_ms() + 2000;
+            while (!unit::is_done(rd) && now_ms() < end) a.e().progress();
+            sender.join();
+            return unit::is_done(rd) && rd->cs.length == 8 && unit::wait_done(b.e(), sd, 2000);
+        };
+        if (opt.empty()) {  // until b's send socket is announced and a reads b's frames from its own
+            for (int i = 0; i < 200 && wa->stats().rx_socket_reads == 0; i++) {
+                ASSERT_TRUE(b_to_a(false));
+                unit::pump_until({&a.e(), &b.e()}, [] { return false; }, 2);  // slow paths: the announcements
+            }
+            ASSERT_GT(wa->stats().rx_socket_reads, 0u) << "b's frames never came by a's receive socket";
         }
-        return static_cast<double>(w->stats().rx_polls - before) / 50;
-    };
-    EXPECT_GE(reads_per_step(a, wa, false), 9.0) << "a polling program's idle step read the wire once";
-    EXPECT_LE(reads_per_step(a, wa, true), 2.0) << "a step after other work spun";
-    EXPECT_LE(reads_per_step(b, wb, false), 2.0) << "rxspin=0 spun";
-    // A message that comes while a is spinning: taken, and the spin ends with it.
-    nicfw_desc* rd = a.one_seg(64);
-    unit::post_recv(a.e(), va, rd, a.memh);
-    nicfw_desc* sd = b.one_seg(8);
-    std::thread sender([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        unit::post_send(b.e(), vb, sd, b.memh);
-    });
-    const uint64_t end = now_ms() + 2000;
-    while (!unit::is_done(rd) && now_ms() < end) a.e().progress();
-    sender.join();
-    ASSERT_TRUE(unit::is_done(rd)) << "the message was not taken";
-    EXPECT_EQ(8u, rd->cs.length);
-    EXPECT_TRUE(unit::wait_done(b.e(), sd, 2000));
+        // Reads per step, over 50 steps taken back to back (the first may not spin: the
+        // step before it need not have been idle) or each after 200 us of other work.
+        auto reads_per_step = [](unit::Nic& n, UdpTransport* w, bool pause) {
+            n.e().progress();
+            const uint64_t before = w->stats().rx_polls;
+            for (int i = 0; i < 50; i++) {
+                if (pause) std::this_thread::sleep_for(std::chrono::microseconds(200));
+                EXPECT_FALSE(n.e().progress()) << "step " << i << " did work on an idle NIC";
+            }
+            return static_cast<double>(w->stats().rx_polls - before) / 50;
+        };
+        EXPECT_GE(reads_per_step(a, wa, false), 9.0) << "a polling program's idle step read the wire once";
+        EXPECT_LE(reads_per_step(a, wa, true), 2.0) << "a step after other work spun";
+        EXPECT_LE(reads_per_step(b, wb, false), 2.0) << "rxspin=0 spun";
+        EXPECT_TRUE(b_to_a(true)) << "the message that came during the spin was not taken";
+    }
 }
 
 // A control call is not kept out by a thread of its own program that polls in a tight

@@ -9,7 +9,7 @@
 //                            or the next call that polls or waits (default 0: at once)
 //   rxspin=N                 inline progress on a wire polled by system calls (udp): an
 //                            idle step of a program that only polls reads the wire up to
-//                            N more times (default 8; 0: off; Engine::rx_spin)
+//                            N more times (default 8; 0: off; Engine::spin_stop)
 // Everything else is the transport's own (docs/transports.md).
 #pragma once
 

@@ -56,7 +56,7 @@ struct EngineConfig {
     std::string device = "shm";
     uint64_t retry_timeout_ms = 5000;  // default of every VI (SOFTVIA_RETRY_TIMEOUT_MS)
     uint32_t tx_batch = 0;  // txbatch=: inline progress holds a post's frames for a batch (post_progress)
-    uint32_t rx_spin = 8;   // rxspin=: extra wire reads of an idle step while the program only polls (rx_spin)
+    uint32_t rx_spin = 8;   // rxspin=: extra wire reads of an idle step while the program only polls (spin_stop)
 };
 constexpr uint32_t kMaxTxBatch = 256;  // a dpdk NIC queues at most this many frames
 constexpr uint32_t kMaxRxSpin = 64;
@@ -318,7 +318,7 @@ private:
     void ring_full(const nicfw_doorbell& db);
     void take_doorbell(const nicfw_doorbell& db);
     bool step_locked();
-    int rx_spin(RxFrame* frames, int max);
+    static bool spin_stop(const void* ctx);  // rx_spin_'s end: a doorbell or a control call waits
     void post_step_locked();
     void start_guard();
     void deliver_errors();
@@ -526,7 +526,8 @@ private:
     uint64_t last_slow_tsc_ = 0;  // TSC at the last look at the slow path's clock
     uint32_t idle_looks_ = 0;     // idle steps that could have looked at it
     // Inline progress on a wire whose receive poll is a system call: an idle step of a
-    // program that only polls us reads the wire up to rx_spin_ more times (rx_spin; 0 off).
+    // program that only polls us reads the wire up to rx_spin_ more times (engine.cc,
+    // spin_stop; 0 off).
     uint32_t rx_spin_ = 0;
     uint64_t idle_end_tsc_ = 0;   // TSC at the end of the last step if it was idle, else 0
     uint64_t last_stale_ns_ = 0;  // the last DISCONNECT answering a stale frame

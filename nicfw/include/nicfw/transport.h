@@ -108,6 +108,19 @@ public:
 
     // Up to max received frames, valid until rx_release().
     virtual int rx_burst(RxFrame* out, int max) = 0;
+    // rx_burst for a program that does nothing but wait for us (Engine::spin_stop): a wire
+    // whose look is a system call looks again at once, up to `again` more times, while
+    // it finds nothing and stop() is false; other wires burst once.
+    struct SpinStop {
+        bool (*fn)(const void* ctx);
+        const void* ctx;
+        bool operator()() const { return fn(ctx); }
+    };
+    NICFW_HOT virtual int rx_burst_spin(RxFrame* out, int max, uint32_t again, SpinStop stop) {
+        (void)again;
+        (void)stop;
+        return rx_burst(out, max);
+    }
     virtual void rx_release() = 0;
 
     // Slow path, called from the engine's timer: link set-up messages, liveness, peers

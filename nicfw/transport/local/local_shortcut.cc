@@ -110,16 +110,27 @@ bool LocalShortcut::names_peer(int peer, const uint8_t* addr, size_t len) const 
     return plen != 0 && child_[p.via]->names_peer(p.idx, part, plen);
 }
 
-NICFW_HOT int LocalShortcut::rx_burst(RxFrame* out, int max) {
-    if (wire_only_ && (++wire_steps_ & (kShmLookEvery - 1)) != 0) {
-        const int got = child_[kWire]->rx_burst(out, max);
-        rx_taken_[kWire] = got > 0;
-        for (int i = 0; i < got; i++) {
-            const int idx = out[i].peer;  // ours too: only a first frame needs the table
-            if (idx >= 64 || !(wire_known_ >> idx & 1)) adopt(kWire, idx);
-        }
-        return got;
+// Passing the wire through: its frames keep their indices (only a first one needs the table).
+NICFW_HOT int LocalShortcut::took_from_wire(const RxFrame* out, int got) {
+    rx_taken_[kWire] = got > 0;
+    for (int i = 0; i < got; i++) {
+        const int idx = out[i].peer;
+        if (idx >= 64 || !(wire_known_ >> idx & 1)) adopt(kWire, idx);
     }
+    return got;
+}
+
+// The wire's spin while it is the only one (with a same-host peer, the shm half's frames
+// must not wait behind the wire's system calls: a plain burst).
+NICFW_HOT int LocalShortcut::rx_burst_spin(RxFrame* out, int max, uint32_t again, SpinStop stop) {
+    if (!wire_only_ || ((wire_steps_ + 1) & (kShmLookEvery - 1)) == 0) return rx_burst(out, max);
+    ++wire_steps_;
+    return took_from_wire(out, child_[kWire]->rx_burst_spin(out, max, again, stop));
+}
+
+NICFW_HOT int LocalShortcut::rx_burst(RxFrame* out, int max) {
+    if (wire_only_ && (++wire_steps_ & (kShmLookEvery - 1)) != 0)
+        return took_from_wire(out, child_[kWire]->rx_burst(out, max));
     // shm first: it is the cheaper poll and its frames are waiting in memory.
     int n = 0;
     for (int via : {kShm, kWire}) {

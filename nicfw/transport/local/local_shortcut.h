@@ -84,6 +84,7 @@ public:
     }
     bool rx_poll_syscall() const override { return child_[kWire]->rx_poll_syscall() || child_[kShm]->rx_poll_syscall(); }
     int rx_burst(RxFrame* out, int max) override;
+    int rx_burst_spin(RxFrame* out, int max, uint32_t again, SpinStop stop) override;
     void rx_release() override;
     void poll_slow(std::vector<TransportEvent>& events) override;
 
@@ -99,6 +100,7 @@ private:
     };
     // Our peer index for a child's peer, creating the entry on first contact.
     int adopt(int via, int idx);
+    int took_from_wire(const RxFrame* out, int got);
     void end_wire_only();
     std::vector<uint8_t> wrap(int via, const std::vector<uint8_t>& child_addr) const;
 

@@ -174,6 +174,7 @@ public:
     NICFW_HOT uint32_t tx_queued() const override { return static_cast<uint32_t>(tx_queue_.size()); }
     bool rx_poll_syscall() const override { return rx_syscall_; }  // rx=multishot reads the ring
     int rx_burst(RxFrame* out, int max) override;
+    int rx_burst_spin(RxFrame* out, int max, uint32_t again, SpinStop stop) override;
     void rx_release() override;
     void poll_slow(std::vector<TransportEvent>& events) override;
 
@@ -268,6 +269,7 @@ private:
     void rearm_here();
     void on_recv_cqe(const io_uring_cqe& cqe);
     void recv_syscall();
+    uint32_t read_again(int fd, uint32_t got);  // rx_burst_spin's reads of fd while got is 0
     int read_socket(int fd, uint32_t first, uint32_t n);  // recvmmsg into mm_[first, first + n); 0 on none
     bool take_datagram(const uint8_t* d, uint32_t len, const sockaddr_in& from, int bid);
     void recycle(int bid);
@@ -339,6 +341,8 @@ private:
     uint16_t rx_port_ = 0;          // (network byte order)
     uint32_t nic_credit_ = 0;       // reads of the NIC socket still due every burst
     uint64_t nic_read_tsc_ = 0;     // when the NIC socket was last read (TSC; a step count elsewhere)
+    uint32_t spin_again_ = 0;  // rx_burst_spin: reads left to take at once when one finds nothing
+    Transport::SpinStop spin_stop_{};
     bool rx_drain_ = false;         // the receive socket's peer may still have frames at the NIC socket
     uint32_t drain_reads_ = 0;      // NIC socket reads left before rx_drain_ gives up
     void start_drain() {

@@ -681,7 +681,9 @@ TEST(UdpTransport, IdleStepOfAProgramThatOnlyPollsReadsTheWireAgain) {
             }
             return static_cast<double>(w->stats().rx_polls - before) / 50;
         };
-        EXPECT_GE(reads_per_step(a, wa, false), 9.0) << "a polling program's idle step read the wire once";
+        // At least 5 on average: a step that spins reads 9 times; one that does not, once or
+        // twice. (Under ASan a step now and then comes back too late to spin: 8.84.)
+        EXPECT_GE(reads_per_step(a, wa, false), 5.0) << "a polling program's idle step read the wire once";
         EXPECT_LE(reads_per_step(a, wa, true), 2.0) << "a step after other work spun";
         EXPECT_LE(reads_per_step(b, wb, false), 2.0) << "rxspin=0 spun";
         EXPECT_TRUE(b_to_a(true)) << "the message that came during the spin was not taken";

@@ -202,7 +202,7 @@ struct Nic {
         return reinterpret_cast<T*>(buf.p + off);
     }
     nicfw_desc* desc(uint32_t nsegs = 2) { return alloc<nicfw_desc>(desc_bytes(nsegs)); }
-    // A send descriptor of one segment: len bytes of a fresh 64-byte-aligned buffer of cap.
+    // A descriptor of one segment: len bytes of a fresh 64-byte-aligned buffer of cap.
     nicfw_desc* one_seg(uint32_t len, uint32_t cap = 64) {
         nicfw_desc* d = desc(1);
         init_desc(d, 1);

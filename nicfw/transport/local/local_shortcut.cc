@@ -120,17 +120,24 @@ NICFW_HOT int LocalShortcut::took_from_wire(const RxFrame* out, int got) {
     return got;
 }
 
-// The wire's spin while it is the only one (with a same-host peer, the shm half's frames
-// must not wait behind the wire's system calls: a plain burst).
-NICFW_HOT int LocalShortcut::rx_burst_spin(RxFrame* out, int max, uint32_t again, SpinStop stop) {
-    if (!wire_only_ || ((wire_steps_ + 1) & (kShmLookEvery - 1)) == 0) return rx_burst(out, max);
-    ++wire_steps_;
-    return took_from_wire(out, child_[kWire]->rx_burst_spin(out, max, again, stop));
+// While the wire is the only one, every step but each kShmLookEvery-th reads it alone.
+NICFW_HOT bool LocalShortcut::wire_turn() {
+    return wire_only_ && (++wire_steps_ & (kShmLookEvery - 1)) != 0;
 }
 
 NICFW_HOT int LocalShortcut::rx_burst(RxFrame* out, int max) {
-    if (wire_only_ && (++wire_steps_ & (kShmLookEvery - 1)) != 0)
-        return took_from_wire(out, child_[kWire]->rx_burst(out, max));
+    if (wire_turn()) return took_from_wire(out, child_[kWire]->rx_burst(out, max));
+    return rx_both(out, max);
+}
+
+// The wire's spin on its own turns only: with a same-host peer (or on the turn that looks
+// for one) the shm half's frames must not wait behind the wire's system calls.
+NICFW_HOT int LocalShortcut::rx_burst_spin(RxFrame* out, int max, uint32_t again, SpinStop stop) {
+    if (wire_turn()) return took_from_wire(out, child_[kWire]->rx_burst_spin(out, max, again, stop));
+    return rx_both(out, max);
+}
+
+NICFW_HOT int LocalShortcut::rx_both(RxFrame* out, int max) {
     // shm first: it is the cheaper poll and its frames are waiting in memory.
     int n = 0;
     for (int via : {kShm, kWire}) {

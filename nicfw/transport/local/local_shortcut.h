@@ -101,6 +101,8 @@ private:
     // Our peer index for a child's peer, creating the entry on first contact.
     int adopt(int via, int idx);
     int took_from_wire(const RxFrame* out, int got);
+    bool wire_turn();
+    int rx_both(RxFrame* out, int max);  // shm first, then the wire
     void end_wire_only();
     std::vector<uint8_t> wrap(int via, const std::vector<uint8_t>& child_addr) const;
 
